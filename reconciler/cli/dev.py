@@ -1,0 +1,70 @@
+"""`kmirror dev up|down|status`: real local Kafka clusters (3.9 source, 4.x target) for trying kmirror."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from reconciler.devenv import dev_clusters
+from reconciler.devenv.kafka_local import BrokerOptions
+
+_root_option = click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the clusters' data and logs [default: $KMIRROR_DEV_HOME or .kmirror/dev].",
+)
+
+
+@click.group()
+def dev() -> None:
+    """Local Kafka clusters from Apache's jars (no Docker): `source` runs 3.9, `target` runs 4.x."""
+
+
+@dev.command()
+@_root_option
+@click.option("--authorizer", is_flag=True, help="Turn on StandardAuthorizer (super users ANONYMOUS, admin).")
+def up(root: Path | None, authorizer: bool) -> None:
+    """Start both clusters (a no-op for one that already runs).
+
+    \b
+    Example:
+      kmirror dev up && kmirror dev status --format json
+    """
+    root = (root or dev_clusters.dev_root()).resolve()
+    started = time.monotonic()
+    clusters = dev_clusters.up(root, BrokerOptions(authorizer=authorizer))
+    for c in clusters:
+        click.echo(f"{c.name:<7} Kafka {c.version:<6} {c.bootstrap_servers}  (logs: {c.log_dir})")
+    click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
+
+
+@dev.command()
+@_root_option
+def down(root: Path | None) -> None:
+    """Stop both clusters (their data is kept for the next `up`)."""
+    stopped = dev_clusters.down((root or dev_clusters.dev_root()).resolve())
+    click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
+
+
+@dev.command()
+@_root_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(root: Path | None, fmt: str) -> None:
+    """Show each cluster: running or not, its Kafka version and bootstrap address."""
+    statuses = dev_clusters.status((root or dev_clusters.dev_root()).resolve())
+    if fmt == "json":
+        doc = {
+            "clusters": {
+                s.name: {"bootstrap_servers": s.bootstrap_servers, "kafka_version": s.version, "running": s.running}
+                for s in statuses
+            }
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    for s in statuses:
+        state = click.style("running", fg="green") if s.running else click.style("stopped", fg="yellow")
+        click.echo(f"{s.name:<7} Kafka {s.version:<6} {s.bootstrap_servers or '-':<20} {state}")

@@ -1,0 +1,348 @@
+"""Runs a real, single-node Apache Kafka cluster (KRaft, combined broker+controller) from Maven Central jars.
+
+One cluster is one folder (`home`): its `server.properties`, its data (`data/`), its logs (`logs/server.log`
+and `logs/kafka.out`) and `cluster.json`, the record of the running process (pid, ports, version). `start` is
+a no-op for a cluster that already runs and answers; `stop` ends the whole process group and waits for it.
+
+Used by `kmirror dev up|down|status` and by the test fixtures alike, so both run brokers the same way.
+No Docker: the broker is `java -cp <jars> kafka.Kafka server.properties`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from reconciler.devenv import jars
+from reconciler.errors import DevEnvError
+
+LOOPBACK = "127.0.0.1"
+_RECORD = "cluster.json"
+#: The admin user of the SCRAM listener; also a super user when the authorizer is on.
+ADMIN_USER = "admin"
+
+
+@dataclass(frozen=True)
+class BrokerOptions:
+    """What the broker needs beyond a plain PLAINTEXT listener (for the ACL and security work).
+
+    `authorizer` turns on KRaft's StandardAuthorizer; the PLAINTEXT listener's ANONYMOUS principal and
+    `User:admin` are super users, so kmirror's admin client keeps working while other principals are checked.
+    `scram_users` adds a SASL_PLAINTEXT listener with SCRAM-SHA-256/512 and creates those users at format time.
+    """
+
+    authorizer: bool = False
+    scram_users: tuple[tuple[str, str], ...] = ()
+    heap: str = "768m"
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """The record of one started cluster, as kept in `<home>/cluster.json`."""
+
+    name: str
+    version: str
+    home: str
+    port: int
+    controller_port: int
+    sasl_port: int | None = None
+    pid: int | None = None
+    authorizer: bool = False
+    started_at: float = field(default=0.0)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str | None:
+        return f"{LOOPBACK}:{self.sasl_port}" if self.sasl_port else None
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.home) / "logs"
+
+
+def read_record(home: Path) -> LocalCluster | None:
+    path = home / _RECORD
+    if not path.exists():
+        return None
+    return LocalCluster(**json.loads(path.read_text()))
+
+
+def is_running(cluster: LocalCluster) -> bool:
+    return cluster.pid is not None and _pid_alive(cluster.pid) and _port_open(cluster.port)
+
+
+def start(
+    name: str,
+    version: str,
+    home: Path,
+    options: BrokerOptions | None = None,
+    preferred_port: int | None = None,
+    timeout: float = 90.0,
+) -> LocalCluster:
+    """Starts the cluster in `home` (formatting its storage the first time) and waits until it answers."""
+    options = options or BrokerOptions()
+    home = home.resolve()
+    previous = read_record(home)
+    if previous is not None and is_running(previous):
+        return previous
+    if previous is not None and previous.pid is not None and _pid_alive(previous.pid):
+        _terminate(previous.pid, grace=10)  # alive but not answering: start afresh rather than guess
+    libs = jars.kafka_libs(version)
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+
+    port, controller_port, sasl_port = _ports(previous, preferred_port, bool(options.scram_users))
+    config = home / "server.properties"
+    config.write_text(_server_properties(home, port, controller_port, sasl_port, options))
+    _write_log_config(home, version)
+    if not (home / "data" / "meta.properties").exists():
+        _format_storage(libs, home, config, options)
+
+    out = (home / "logs" / "kafka.out").open("ab")
+    proc = subprocess.Popen(
+        [*_java(libs, home, version, options.heap), "kafka.Kafka", str(config)],
+        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True, cwd=home,
+    )  # fmt: skip
+    out.close()
+    cluster = LocalCluster(
+        name=name, version=version, home=str(home), port=port, controller_port=controller_port,
+        sasl_port=sasl_port, pid=proc.pid, authorizer=options.authorizer, started_at=time.time(),
+    )  # fmt: skip
+    (home / _RECORD).write_text(json.dumps(asdict(cluster), indent=2) + "\n")
+    _wait_ready(cluster, proc, timeout)
+    return cluster
+
+
+def stop(home: Path, grace: float = 30.0) -> bool:
+    """Stops the cluster in `home`; returns whether a process was running. Data is kept for the next start."""
+    cluster = read_record(home.resolve())
+    if cluster is None or cluster.pid is None or not _pid_alive(cluster.pid):
+        return False
+    _terminate(cluster.pid, grace)
+    return True
+
+
+def _terminate(pid: int, grace: float) -> None:
+    """SIGTERM the process group (a controlled shutdown), then SIGKILL what is left after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    while _pid_alive(pid):
+        time.sleep(0.1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        # Reap it if it is our own child that exited (tests start brokers in-process).
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    status = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return status.read_text().split(") ", 1)[1][:1] != "Z"
+    return True
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _ports(previous: LocalCluster | None, preferred: int | None, sasl: bool) -> tuple[int, int, int | None]:
+    """The broker, controller and SASL ports: the previous run's if still free (clients keep their
+    bootstrap address across restarts), else `preferred`, +1, +2 if free, else any free loopback port."""
+    if previous is not None:
+        wanted = [previous.port, previous.controller_port, previous.sasl_port]
+    elif preferred:
+        wanted = [preferred, preferred + 1, preferred + 2]
+    else:
+        wanted = [None, None, None]
+    port = _pick_port(wanted[0])
+    controller_port = _pick_port(wanted[1], {port})
+    sasl_port = _pick_port(wanted[2], {port, controller_port}) if sasl else None
+    return port, controller_port, sasl_port
+
+
+def _pick_port(preferred: int | None, taken: set[int] | None = None) -> int:
+    taken = taken or set()
+    if preferred and 1024 < preferred < 65536 and preferred not in taken and _port_free(preferred):
+        return preferred
+    while True:
+        with socket.socket() as s:
+            s.bind((LOOPBACK, 0))
+            port = int(s.getsockname()[1])
+        if port not in taken:
+            return port
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+        return True
+
+
+def _java_bin() -> str:
+    return os.environ.get("KMIRROR_JAVA", "java")
+
+
+def _java(libs: Path, home: Path, version: str, heap: str) -> list[str]:
+    log_opt = (
+        f"-Dlog4j.configuration=file:{home / 'log4j.properties'}"
+        if version.startswith(("2.", "3."))
+        else f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}"
+    )
+    return [
+        _java_bin(), f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC",
+        "-Djava.awt.headless=true", f"-Dkafka.logs.dir={home / 'logs'}", log_opt,
+        "-cp", f"{libs}/*",
+    ]  # fmt: skip
+
+
+def _server_properties(
+    home: Path, port: int, controller_port: int, sasl_port: int | None, options: BrokerOptions
+) -> str:
+    listeners = [f"PLAINTEXT://{LOOPBACK}:{port}", f"CONTROLLER://{LOOPBACK}:{controller_port}"]
+    advertised = [f"PLAINTEXT://{LOOPBACK}:{port}"]
+    if sasl_port:
+        listeners.append(f"SASL_PLAINTEXT://{LOOPBACK}:{sasl_port}")
+        advertised.append(f"SASL_PLAINTEXT://{LOOPBACK}:{sasl_port}")
+    lines = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "log.dirs": str(home / "data"),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "false",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "4",
+        "group.initial.rebalance.delay.ms": "0",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        # Small segments and a fast cleaner keep compaction observable in tests of compacted topics.
+        "log.cleaner.backoff.ms": "1000",
+    }
+    if options.authorizer:
+        lines["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        lines["super.users"] = f"User:ANONYMOUS;User:{ADMIN_USER}"
+        lines["allow.everyone.if.no.acl.found"] = "false"
+    if sasl_port:
+        lines["sasl.enabled.mechanisms"] = "SCRAM-SHA-256,SCRAM-SHA-512"
+        for mech in ("scram-sha-256", "scram-sha-512"):
+            lines[f"listener.name.sasl_plaintext.{mech}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+def _write_log_config(home: Path, version: str) -> None:
+    server_log = home / "logs" / "server.log"
+    if version.startswith(("2.", "3.")):
+        (home / "log4j.properties").write_text(
+            "log4j.rootLogger=INFO, file\n"
+            "log4j.appender.file=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.file.File={server_log}\n"
+            "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+        )
+    else:
+        (home / "log4j2.properties").write_text(
+            "status = warn\n"
+            "appender.file.type = File\n"
+            "appender.file.name = FILE\n"
+            f"appender.file.fileName = {server_log}\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.file.ref = FILE\n"
+        )
+
+
+def _format_storage(libs: Path, home: Path, config: Path, options: BrokerOptions) -> None:
+    cmd = [_java_bin(), "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+           "-t", _random_cluster_id(), "-c", str(config), "--ignore-formatted"]  # fmt: skip
+    for user, password in options.scram_users:
+        for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            cmd += ["--add-scram", f"{mech}=[name={user},password={password}]"]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=home, check=False)
+    if result.returncode != 0:
+        raise DevEnvError(f"formatting Kafka storage in {home / 'data'} failed:\n{result.stdout}{result.stderr}")
+
+
+def _random_cluster_id() -> str:
+    """A Kafka `Uuid` in its base64 form; like `Uuid.randomUuid()`, never one that starts with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _wait_ready(cluster: LocalCluster, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DevEnvError(
+                f"Kafka {cluster.version} ({cluster.name}) exited with code {proc.returncode} while starting; "
+                f"see {cluster.log_dir / 'kafka.out'}:\n{_tail(cluster.log_dir / 'kafka.out')}"
+            )
+        if _port_open(cluster.port):
+            try:
+                described = admin.describe_cluster(request_timeout=2).result(timeout=3)
+                if described.controller is not None or described.nodes:
+                    return
+            except Exception:  # not answering yet; the broker is still starting
+                pass
+        time.sleep(0.25)
+    _terminate(proc.pid, grace=5)
+    raise DevEnvError(
+        f"Kafka {cluster.version} ({cluster.name}) did not answer on {cluster.bootstrap_servers} within "
+        f"{timeout:.0f}s; see {cluster.log_dir}:\n{_tail(cluster.log_dir / 'server.log')}"
+    )
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
