@@ -43,6 +43,17 @@ def up(root: Path | None, authorizer: bool) -> None:
 
 
 @dev.command()
+def fetch() -> None:
+    """Fetch every jar kmirror runs (both Kafka versions, the Spark Kafka connector) into the cache."""
+    from reconciler.devenv import jars
+
+    for version in (jars.KAFKA_SOURCE_VERSION, jars.KAFKA_TARGET_VERSION):
+        click.echo(f"Kafka {version}: {jars.kafka_libs(version)}")
+    connector = jars.spark_kafka_jars()
+    click.echo(f"Spark Kafka connector: {connector[0].parent if connector else '(none needed)'}")
+
+
+@dev.command()
 @_root_option
 def down(root: Path | None) -> None:
     """Stop both clusters (their data is kept for the next `up`)."""

@@ -9,6 +9,7 @@ This module starts no broker and no Spark; it only makes sure the jars are on di
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -54,13 +55,10 @@ def spark_kafka_jars() -> list[Path]:
 
 
 def _artifact_name(jar_file: str) -> str:
-    """`kafka-clients-3.9.0.jar` -> `kafka-clients`: the name up to the first dash-digit."""
-    stem = jar_file.removesuffix(".jar")
-    parts = stem.split("-")
-    for i, part in enumerate(parts):
-        if part[:1].isdigit():
-            return "-".join(parts[:i])
-    return stem
+    """`kafka-clients-3.9.0.jar` -> `kafka-clients`: Maven names a jar `<artifactId>-<version>.jar`, and a
+    version starts with `<digits>.<digits>`, which no artifactId segment like `-0-10_2.13` does."""
+    match = re.match(r"^(.*?)-(\d+\.\d+.*)\.jar$", jar_file)
+    return match.group(1) if match else jar_file.removesuffix(".jar")
 
 
 def _ensure(name: str, profile: str, properties: dict[str, str]) -> Path:

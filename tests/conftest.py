@@ -1,0 +1,91 @@
+"""Session-wide fixtures: real local Kafka clusters (3.9 source, 4.x target) and a real local Spark.
+
+Set KMIRROR_TEST_SOURCE_BOOTSTRAP / KMIRROR_TEST_TARGET_BOOTSTRAP to run against existing clusters instead
+of starting local ones. Clusters start only when a test asks for them, so `pytest -m unit` needs no JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.devenv import kafka_local
+from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
+from reconciler.devenv.kafka_local import BrokerOptions
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """A cluster a test talks to: local (started by the fixture) or existing (from the environment)."""
+
+    name: str
+    bootstrap_servers: str
+    version: str | None
+    home: Path | None = None
+    sasl_bootstrap_servers: str | None = None
+
+    def config(self, **extra: Any) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap_servers, **extra}
+
+
+def _start(name: str, version: str, root: Path, options: BrokerOptions | None = None) -> KafkaCluster:
+    c = kafka_local.start(name, version, root / name, options)
+    return KafkaCluster(name, c.bootstrap_servers, c.version, Path(c.home), c.sasl_bootstrap_servers)
+
+
+@pytest.fixture(scope="session")
+def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    src_env = os.environ.get("KMIRROR_TEST_SOURCE_BOOTSTRAP")
+    tgt_env = os.environ.get("KMIRROR_TEST_TARGET_BOOTSTRAP")
+    if src_env and tgt_env:
+        yield KafkaCluster("source", src_env, None), KafkaCluster("target", tgt_env, None)
+        return
+    root = tmp_path_factory.mktemp("kafka")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [
+            pool.submit(_start, "source", KAFKA_SOURCE_VERSION, root),
+            pool.submit(_start, "target", KAFKA_TARGET_VERSION, root),
+        ]
+        clusters = [f.result() for f in futures]
+    try:
+        yield clusters[0], clusters[1]
+    finally:
+        for c in clusters:
+            assert c.home is not None
+            kafka_local.stop(c.home)
+
+
+@pytest.fixture(scope="session")
+def source(kafka_pair: tuple[KafkaCluster, KafkaCluster]) -> KafkaCluster:
+    return kafka_pair[0]
+
+
+@pytest.fixture(scope="session")
+def target(kafka_pair: tuple[KafkaCluster, KafkaCluster]) -> KafkaCluster:
+    return kafka_pair[1]
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test uses, readable in broker logs."""
+    base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:60]
+    return f"t-{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real local Spark session with the Kafka connector on its classpath."""
+    from reconciler.devenv.spark_local import local_session
+
+    session = local_session("kmirror-tests", tmp_path_factory.mktemp("spark"))
+    try:
+        yield session
+    finally:
+        session.stop()
