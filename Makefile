@@ -18,8 +18,8 @@ setup: $(BIN)/kmirror
 
 ## lint: ruff, mypy (strict), import layering, schema freshness
 lint: setup
-	$(BIN)/ruff check reconciler tests benchmarks
-	$(BIN)/ruff format --check reconciler tests benchmarks
+	$(BIN)/ruff check reconciler tests
+	$(BIN)/ruff format --check reconciler tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
