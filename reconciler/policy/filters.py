@@ -1,0 +1,208 @@
+"""Which topics and groups a flow replicates: MM2's filter semantics in Python, and the same rule as a Java regex.
+
+MM2 joins a filter's regexes with `|` and requires the *whole* name to match (`Pattern.matcher(..).matches()`).
+An empty include list matches nothing. A topic is replicated when it is included (or is a heartbeats topic),
+not excluded, not internal (`__*`, `.*`, `*.internal`, `*-internal`) and not a cycle (it did not come from
+the flow's target). kmirror's own topics (`_kmirror.*`) are never replicated.
+
+`subscribe_pattern` renders that whole decision as one anchored Java regex for Spark's `subscribePattern`.
+Spark needs the anchors: its admin-based partition discovery (`SubscribePatternStrategy`) keeps topics for which
+`topicRegex.findFirstIn(name)` is defined — a substring search — while the consumer's `subscribe(Pattern)` uses
+`matches()`. With `^...$` both agree with MM2. The regex only uses constructs that java.util.regex and Python's
+`re` read identically (non-capturing groups, negative lookaheads, backslash-escaped punctuation), so tests can
+check it against `should_replicate_topic` in Python.
+
+Pure: no I/O, no Kafka or Spark imports.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from reconciler.policy.naming import ReplicationPolicy, policy_for
+
+KMIRROR_INTERNAL_TOPIC_PATTERN = r"_kmirror\..*"
+"""kmirror's own topics (the state topic and friends); never replicated whatever the filters say."""
+
+
+@dataclass(frozen=True)
+class PatternFilter:
+    """An include/exclude pair of regex lists with MM2's full-match semantics."""
+
+    include: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+
+    def matches(self, name: str) -> bool:
+        include, exclude = _compiled(self.include, self.exclude)
+        if include is None or include.fullmatch(name) is None:
+            return False
+        return exclude is None or exclude.fullmatch(name) is None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(
+    include: tuple[str, ...], exclude: tuple[str, ...]
+) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    return _join(include), _join(exclude)
+
+
+def _join(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    # Like MM2's compilePatternList; each pattern in its own group so an alternation inside one stays inside it.
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+_KMIRROR_INTERNAL = re.compile(KMIRROR_INTERNAL_TOPIC_PATTERN)
+
+
+def should_replicate_topic(
+    topic: str,
+    *,
+    topics: PatternFilter,
+    policy: ReplicationPolicy,
+    target_alias: str,
+    replicate_heartbeats: bool = True,
+) -> bool:
+    """MM2's MirrorSourceConnector.shouldReplicateTopic, plus kmirror's own topics excluded."""
+    if _KMIRROR_INTERNAL.fullmatch(topic):
+        return False
+    wanted = topics.matches(topic) or (replicate_heartbeats and policy.is_heartbeats_topic(topic))
+    return wanted and not policy.is_internal_topic(topic) and not policy.is_cycle(topic, target_alias)
+
+
+def should_replicate_group(group: str, *, groups: PatternFilter) -> bool:
+    """MM2's DefaultGroupFilter.shouldReplicateGroup."""
+    return groups.matches(group)
+
+
+def java_subscribe_pattern(
+    *,
+    topics: PatternFilter,
+    policy: ReplicationPolicy,
+    target_alias: str,
+    replicate_heartbeats: bool = True,
+) -> str:
+    """One anchored Java regex equivalent to `should_replicate_topic` for every legal topic name."""
+    lookaheads = [f"(?!{KMIRROR_INTERNAL_TOPIC_PATTERN}$)"]
+    if topics.exclude:
+        lookaheads.append(f"(?!{_alternation(topics.exclude)}$)")
+    lookaheads.append(f"(?!{policy.java_internal_regex()}$)")
+    cycle = policy.java_cycle_regex(target_alias)
+    if cycle is not None:
+        lookaheads.append(f"(?!{cycle}$)")
+    wanted = list(topics.include)
+    if replicate_heartbeats:
+        wanted.append(policy.java_heartbeats_regex())
+    if not wanted:
+        # MM2: an empty include list matches nothing; so does a lookahead that always fails.
+        return "^(?!)$"
+    return "^" + "".join(lookaheads) + _alternation(wanted) + "$"
+
+
+def _alternation(patterns: Sequence[str]) -> str:
+    return "(?:" + "|".join(f"(?:{p})" for p in patterns) + ")"
+
+
+# -- convenience for flow-shaped objects (the spec's FlowSpec satisfies these protocols) ----------------------
+
+
+class FilterLike(Protocol):
+    @property
+    def include(self) -> Sequence[str]: ...
+
+    @property
+    def exclude(self) -> Sequence[str]: ...
+
+
+class NamingLike(Protocol):
+    @property
+    def policy(self) -> str: ...
+
+    @property
+    def separator(self) -> str: ...
+
+    @property
+    def template(self) -> str | None: ...
+
+
+class HeartbeatsLike(Protocol):
+    @property
+    def enabled(self) -> bool: ...
+
+
+class FlowLike(Protocol):
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def topics(self) -> FilterLike: ...
+
+    @property
+    def groups(self) -> FilterLike: ...
+
+    @property
+    def naming(self) -> NamingLike: ...
+
+    @property
+    def heartbeats(self) -> HeartbeatsLike: ...
+
+
+def flow_policy(flow: FlowLike) -> ReplicationPolicy:
+    """The naming policy of a flow."""
+    naming = flow.naming
+    if naming.policy not in ("prefix", "identity", "template"):
+        raise ValueError(f"unknown naming policy {naming.policy!r} (use prefix, identity or template)")
+    return _policy(naming.policy, naming.separator, naming.template)
+
+
+@functools.lru_cache(maxsize=256)
+def _policy(policy: str, separator: str, template: str | None) -> ReplicationPolicy:
+    return policy_for(policy, separator=separator, template=template)  # type: ignore[arg-type]  # checked by flow_policy
+
+
+def _filter(spec: FilterLike) -> PatternFilter:
+    return PatternFilter(tuple(spec.include), tuple(spec.exclude))
+
+
+def topic_matches(flow: FlowLike, topic: str) -> bool:
+    """Does `flow` replicate source topic `topic`? (MM2 full-match semantics, internal topics and cycles out.)"""
+    return should_replicate_topic(
+        topic,
+        topics=_filter(flow.topics),
+        policy=flow_policy(flow),
+        target_alias=flow.target,
+        replicate_heartbeats=flow.heartbeats.enabled,
+    )
+
+
+def group_matches(flow: FlowLike, group: str) -> bool:
+    """Does `flow` translate the offsets of consumer group `group`?"""
+    return should_replicate_group(group, groups=_filter(flow.groups))
+
+
+def subscribe_pattern(flow: FlowLike) -> str:
+    """The anchored Java regex for Spark's `subscribePattern` option of this flow's replication job."""
+    return java_subscribe_pattern(
+        topics=_filter(flow.topics),
+        policy=flow_policy(flow),
+        target_alias=flow.target,
+        replicate_heartbeats=flow.heartbeats.enabled,
+    )
+
+
+def remote_topic(flow: FlowLike, topic: str) -> str:
+    """The name `topic` gets on the flow's target."""
+    return flow_policy(flow).remote_topic(flow.source, topic)
+
+
+def spark_remote_topic_expr(flow: FlowLike, column: str = "topic") -> str:
+    """The Spark SQL expression computing the remote topic name from the source `topic` column."""
+    return flow_policy(flow).spark_remote_topic_expr(flow.source, column)

@@ -1,0 +1,39 @@
+"""Default values that mirror Apache Kafka MirrorMaker 2's, in one place so the models, the importer and the
+docs agree. Sources: MM2's DefaultTopicFilter, DefaultGroupFilter, DefaultConfigPropertyFilter,
+MirrorSourceConfig, MirrorCheckpointConfig and MirrorHeartbeatConfig (Kafka 4.0).
+
+Pure data, no behaviour.
+"""
+
+from __future__ import annotations
+
+from reconciler.policy.filters import KMIRROR_INTERNAL_TOPIC_PATTERN
+
+MM2_TOPIC_EXCLUDES: tuple[str, ...] = (r"mm2.*\.internal", r".*\.replica", r"__.*")
+"""MM2's `topics.exclude` default."""
+
+DEFAULT_TOPIC_INCLUDES: tuple[str, ...] = (".*",)
+DEFAULT_TOPIC_EXCLUDES: tuple[str, ...] = (*MM2_TOPIC_EXCLUDES, KMIRROR_INTERNAL_TOPIC_PATTERN)
+"""MM2's excludes plus kmirror's own internal topics (which are also excluded unconditionally)."""
+
+DEFAULT_GROUP_INCLUDES: tuple[str, ...] = (".*",)
+DEFAULT_GROUP_EXCLUDES: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
+"""MM2's `groups.exclude` default."""
+
+DEFAULT_CONFIG_EXCLUDES: tuple[str, ...] = (
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+)
+"""MM2's `config.properties.exclude` default: topic configs never copied to the remote topic."""
+
+MM2_OFFSET_LAG_MAX = 100
+MM2_CHECKPOINT_INTERVAL_SECONDS = 60
+MM2_HEARTBEAT_INTERVAL_SECONDS = 1
+MM2_REPLICATION_FACTOR = 2
+"""MM2 creates remote topics with replication factor 2 unless told otherwise; kmirror defaults to the broker's."""
+
+DEFAULT_STATE_TOPIC = "_kmirror.state"

@@ -1,0 +1,57 @@
+"""Canonical dumps and sha256 digests of the desired state, for redeploy detection and stale-plan checks.
+
+The canonical form is `model_dump(mode="json")` with every default filled in, keys sorted, no whitespace.
+Secrets appear as the references the user wrote (`${env:X}`), never resolved, so a digest changes when a
+reference changes, not when a password rotates (rotation is the runner's concern, not the plan's).
+
+`flow_effective_spec` is everything a flow's replication job runs with: the flow, its source and target
+cluster specs and the Spark settings. Its digest changing means the job must be redeployed; `deepdiff` on two
+effective specs names the fields that changed.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciler.spec.models import DesiredState
+
+DIGEST_PREFIX = "sha256:"
+
+
+def canonical_json(value: Any) -> str:
+    """Stable JSON text: sorted keys, compact separators, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest_of(value: Any) -> str:
+    return DIGEST_PREFIX + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def flow_effective_spec(state: DesiredState, name: str) -> dict[str, Any]:
+    """The job-relevant spec of flow `name`: the flow, the clusters it references, and `spark`."""
+    flow = state.flow(name)
+    clusters = {
+        alias: state.clusters[alias].model_dump(mode="json")
+        for alias in sorted({flow.source, flow.target})
+        if alias in state.clusters
+    }
+    return {
+        "flow": flow.model_dump(mode="json"),
+        "clusters": clusters,
+        "spark": state.spark.model_dump(mode="json"),
+    }
+
+
+def flow_digest(state: DesiredState, name: str) -> str:
+    """`sha256:<hex>` of `flow_effective_spec(state, name)`."""
+    return digest_of(flow_effective_spec(state, name))
+
+
+def spec_digest(state: DesiredState) -> str:
+    """`sha256:<hex>` of the whole desired state (defaults filled in, secrets as references)."""
+    return digest_of(state.model_dump(mode="json"))

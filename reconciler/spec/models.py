@@ -1,0 +1,316 @@
+"""The desired state as frozen pydantic models: what `kmirror.yaml` may say, with MM2's defaults.
+
+`DesiredState` is the root. Every model is frozen and rejects unknown fields, so a typo is an error, not a
+silently ignored setting. Field-level rules (types, ranges, formats) live here; rules that look across fields
+or flows (cluster references, cycles, name collisions, regex portability) live in `validate.py`, which reports
+them with file locations.
+
+Strings holding `${env:..}`/`${file:..}` become `SecretRef`s (see `secrets.py`) and are dumped as written.
+
+Pure: no I/O, no Kafka or Spark imports.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, field_validator, model_validator
+
+from reconciler.policy.filters import flow_policy as _flow_policy
+from reconciler.policy.filters import (
+    group_matches,
+    remote_topic,
+    spark_remote_topic_expr,
+    subscribe_pattern,
+    topic_matches,
+)
+from reconciler.policy.naming import ReplicationPolicy, template_problems
+from reconciler.spec import defaults
+from reconciler.spec.durations import Duration
+from reconciler.spec.secrets import ConfigValue
+
+TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+FLOW_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+ClusterAlias = Annotated[str, StringConstraints(pattern=ALIAS_PATTERN, max_length=100)]
+TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME_PATTERN)]
+ConfigMap = dict[str, ConfigValue]
+RegexList = tuple[str, ...]
+
+
+class SpecModel(BaseModel):
+    """Base of every desired-state model: frozen, unknown fields refused, defaults validated."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+class ClusterSpec(SpecModel):
+    """A Kafka cluster: where to connect and the client properties (librdkafka/Java names) to connect with."""
+
+    bootstrap_servers: str = Field(
+        min_length=1,
+        description="Comma-separated host:port list, e.g. 'localhost:9092,localhost:9093'.",
+    )
+    client: ConfigMap = Field(
+        default_factory=dict,
+        description="Client properties (security.protocol, sasl.mechanism, ...). Secrets as ${env:..}/${file:..}.",
+    )
+    description: str | None = None
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _join_list(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return ",".join(value)
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_ports(cls, value: str) -> str:
+        for server in value.split(","):
+            host, sep, port = server.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"{server.strip()!r} is not host:port")
+        return value
+
+
+class StateSpec(SpecModel):
+    """Where kmirror records what it applied: a compacted topic on one of the declared clusters."""
+
+    cluster: str = Field(description="Alias of the cluster that holds the state topic.")
+    topic: TopicName = Field(default=defaults.DEFAULT_STATE_TOPIC)
+
+
+class SparkSpec(SpecModel):
+    """How the replication jobs run."""
+
+    deploy: Literal["local", "standalone"] = "local"
+    master: str = Field(default="local[2]", description="local[N] for deploy=local, spark://host:port otherwise.")
+    rest_url: str | None = Field(
+        default=None, description="Spark standalone REST submission server, e.g. http://host:6066."
+    )
+    checkpoint_root: str = ".kmirror/checkpoints"
+    conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
+
+    @model_validator(mode="after")
+    def _master_matches_deploy(self) -> SparkSpec:
+        if self.deploy == "local" and not self.master.startswith("local"):
+            raise ValueError(f"deploy 'local' needs master 'local[N]', got {self.master!r}")
+        if self.deploy == "standalone" and not self.master.startswith("spark://"):
+            raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
+        return self
+
+
+class TopicFilter(SpecModel):
+    """Regexes that must match a whole topic name (MM2 semantics). An empty include list replicates nothing."""
+
+    include: RegexList = defaults.DEFAULT_TOPIC_INCLUDES
+    exclude: RegexList = Field(
+        default=defaults.DEFAULT_TOPIC_EXCLUDES,
+        description="Replaces MM2's default list when set. Internal topics are never replicated anyway.",
+    )
+
+
+class GroupFilter(SpecModel):
+    """Regexes that must match a whole consumer group id (MM2 semantics)."""
+
+    include: RegexList = defaults.DEFAULT_GROUP_INCLUDES
+    exclude: RegexList = defaults.DEFAULT_GROUP_EXCLUDES
+
+
+class NamingSpec(SpecModel):
+    """How remote topics are named: prefix (`<source><sep><topic>`, MM2's default), identity, or a template."""
+
+    policy: Literal["prefix", "identity", "template"] = "prefix"
+    separator: Annotated[str, StringConstraints(pattern=r"^[._-]{1,5}$")] = "."
+    template: str | None = Field(default=None, description="For policy 'template', e.g. 'mirror-{source}-{topic}'.")
+
+    @model_validator(mode="after")
+    def _template_only_with_template_policy(self) -> NamingSpec:
+        if self.policy == "template":
+            if self.template is None:
+                raise ValueError("policy 'template' needs a template, e.g. template: '{source}.{topic}'")
+            problems = template_problems(self.template)
+            if problems:
+                raise ValueError(f"template {self.template!r} " + "; ".join(problems))
+        elif self.template is not None:
+            raise ValueError(f"a template is only used with policy 'template' (policy is {self.policy!r})")
+        return self
+
+
+class TopicDefaults(SpecModel):
+    """Settings for remote topics kmirror creates."""
+
+    replication_factor: int = Field(default=-1, ge=-1, le=32767, description="-1 uses the broker's default.")
+    configs: ConfigMap = Field(default_factory=dict, description="Topic configs set on every remote topic.")
+
+    @field_validator("replication_factor")
+    @classmethod
+    def _not_zero(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("replication_factor 0 is not allowed (use -1 for the broker default, or 1 and up)")
+        return value
+
+
+class SyncSpec(SpecModel):
+    """What besides records is kept in sync: topic configs, topic ACLs, consumer group offsets."""
+
+    configs: bool = True
+    acls: bool = True
+    group_offsets: bool = Field(
+        default=False,
+        description="Write translated offsets into the target's __consumer_offsets (groups EMPTY there only).",
+    )
+    config_exclude: RegexList = Field(
+        default=defaults.DEFAULT_CONFIG_EXCLUDES, description="Topic configs never copied (MM2's list)."
+    )
+
+
+class ReplicationSpec(SpecModel):
+    """How records are copied."""
+
+    start_from: Literal["earliest", "latest"] = Field(
+        default="earliest", description="Where a new flow starts reading each source partition."
+    )
+    producer: ConfigMap = Field(default_factory=dict, description="Producer properties for the target.")
+    consumer: ConfigMap = Field(default_factory=dict, description="Consumer properties for the source.")
+    adopt_existing: bool = Field(
+        default=False,
+        description="Mirror into target topics that already exist but were not created by kmirror (migrations "
+        "onto pre-created topics). Off: such a topic is a plan-time error.",
+    )
+
+
+class OffsetsSpec(SpecModel):
+    """Offset syncs and checkpoints (MM2's offset.lag.max, emit.checkpoints.*, offset-syncs.topic.location)."""
+
+    offset_lag_max: int = Field(default=defaults.MM2_OFFSET_LAG_MAX, ge=0)
+    emit_checkpoints: bool = True
+    checkpoint_interval: Duration = Field(default=timedelta(seconds=defaults.MM2_CHECKPOINT_INTERVAL_SECONDS))
+    offset_syncs_location: Literal["source", "target"] = "source"
+
+    @field_validator("checkpoint_interval")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("checkpoint_interval must be longer than 0s")
+        return value
+
+
+class HeartbeatsSpec(SpecModel):
+    """Heartbeats emitted into the source and replicated, proving the whole path works."""
+
+    enabled: bool = True
+    interval: Duration = Field(default=timedelta(seconds=defaults.MM2_HEARTBEAT_INTERVAL_SECONDS))
+
+    @field_validator("interval")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("interval must be longer than 0s")
+        return value
+
+
+class FlowSpec(SpecModel):
+    """One replication flow: records, configs, ACLs and offsets from `source` to `target`."""
+
+    name: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)]
+    source: str
+    target: str
+    enabled: bool = True
+    topics: TopicFilter = Field(default_factory=TopicFilter)
+    groups: GroupFilter = Field(default_factory=GroupFilter)
+    naming: NamingSpec = Field(default_factory=NamingSpec)
+    topic_defaults: TopicDefaults = Field(default_factory=TopicDefaults)
+    sync: SyncSpec = Field(default_factory=SyncSpec)
+    replication: ReplicationSpec = Field(default_factory=ReplicationSpec)
+    offsets: OffsetsSpec = Field(default_factory=OffsetsSpec)
+    heartbeats: HeartbeatsSpec = Field(default_factory=HeartbeatsSpec)
+
+    # -- naming and filtering, all delegated to reconciler.policy --------------------------------------------
+    def policy(self) -> ReplicationPolicy:
+        return _flow_policy(self)
+
+    def remote_topic(self, topic: str) -> str:
+        return remote_topic(self, topic)
+
+    def topic_matches(self, topic: str) -> bool:
+        return topic_matches(self, topic)
+
+    def group_matches(self, group: str) -> bool:
+        return group_matches(self, group)
+
+    def subscribe_pattern(self) -> str:
+        return subscribe_pattern(self)
+
+    def spark_remote_topic_expr(self, column: str = "topic") -> str:
+        return spark_remote_topic_expr(self, column)
+
+
+class PruneSpec(SpecModel):
+    """Which kinds kmirror may delete when they leave the desired state. Deletes are opt-in per kind."""
+
+    topics: bool = False
+    acls: bool = False
+    jobs: bool = True
+
+
+class DesiredState(SpecModel):
+    """The whole `kmirror.yaml`."""
+
+    version: Literal[1] = Field(description="Format version of this file; 1.")
+    clusters: dict[ClusterAlias, ClusterSpec] = Field(min_length=1)
+    state: StateSpec
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    flows: tuple[FlowSpec, ...] = ()
+    prune: PruneSpec = Field(default_factory=PruneSpec)
+
+    _source_path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source_path(self) -> Path | None:
+        """The file this state was loaded from, if any (relative `${file:..}` paths resolve against its folder)."""
+        return self._source_path
+
+    @property
+    def base_dir(self) -> Path | None:
+        return None if self._source_path is None else self._source_path.parent
+
+    def with_source_path(self, path: Path) -> DesiredState:
+        copy = self.model_copy()
+        copy._source_path = path
+        return copy
+
+    def flow(self, name: str) -> FlowSpec:
+        """The flow called `name`; KeyError if there is none."""
+        for flow in self.flows:
+            if flow.name == name:
+                return flow
+        raise KeyError(name)
+
+    @property
+    def enabled_flows(self) -> tuple[FlowSpec, ...]:
+        return tuple(f for f in self.flows if f.enabled)
+
+    def flow_effective_spec(self, name: str) -> dict[str, Any]:
+        from reconciler.spec.digest import flow_effective_spec
+
+        return flow_effective_spec(self, name)
+
+    def flow_digest(self, name: str) -> str:
+        from reconciler.spec.digest import flow_digest
+
+        return flow_digest(self, name)
+
+    def spec_digest(self) -> str:
+        from reconciler.spec.digest import spec_digest
+
+        return spec_digest(self)
+
+    def client_config(self, cluster: str) -> dict[str, str | int | float | bool]:
+        from reconciler.spec.client_config import kafka_client_config
+
+        return kafka_client_config(self.clusters[cluster], alias=cluster, base_dir=self.base_dir)
