@@ -52,9 +52,11 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import dev
+    from reconciler.cli import dev, schema, validate
 
     main.add_command(dev.dev)
+    main.add_command(validate.validate)
+    main.add_command(schema.schema)
 
 
 _register()

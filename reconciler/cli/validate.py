@@ -1,0 +1,53 @@
+"""`kmirror validate -f FILE`: offline checks of a desired-state file, every error at once, exit 1 on any."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from reconciler.spec import load
+
+
+@click.command("validate")
+@click.option(
+    "-f",
+    "--file",
+    "path",
+    default="kmirror.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The desired-state file.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def validate(path: str, fmt: str) -> None:
+    """Check a desired-state file without touching any cluster.
+
+    Reports every problem with file:line:column, the field and what to do; exits 1 if there is any error.
+    """
+    loaded = load(path)  # a SpecError is printed by the group's handler, exit code 1
+    state = loaded.state
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "valid": True,
+                    "file": loaded.file,
+                    "clusters": sorted(state.clusters),
+                    "flows": [f.name for f in state.flows],
+                    "warnings": [str(w) for w in loaded.warnings],
+                    "spec_digest": state.spec_digest(),
+                },
+                indent=2,
+            )
+        )
+        return
+    for warning in loaded.warnings:
+        click.echo(str(warning), err=True)
+    flows = len(state.flows)
+    click.echo(
+        f"{loaded.file} is valid: {len(state.clusters)} cluster{'s' if len(state.clusters) != 1 else ''}, "
+        f"{flows} flow{'s' if flows != 1 else ''}"
+        + (f", {len(loaded.warnings)} warning{'s' if len(loaded.warnings) != 1 else ''}" if loaded.warnings else "")
+        + "."
+    )
