@@ -52,11 +52,12 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import dev, schema, validate
+    from reconciler.cli import dev, import_mm2, schema, validate
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
     main.add_command(schema.schema)
+    main.add_command(import_mm2.import_group)
 
 
 _register()
