@@ -21,3 +21,7 @@ class ClusterUnreachableError(KmirrorError):
 
 class DevEnvError(KmirrorError):
     """The local development clusters could not be fetched, started or stopped."""
+
+
+class WireFormatError(KmirrorError):
+    """Bytes of an MM2 internal-topic record (heartbeat, checkpoint, offset-sync) could not be read or written."""
