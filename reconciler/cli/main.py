@@ -52,12 +52,16 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import dev, import_mm2, schema, validate
+    from reconciler.cli import dev, import_mm2, plan_apply, schema, validate
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
     main.add_command(schema.schema)
     main.add_command(import_mm2.import_group)
+    main.add_command(plan_apply.plan)
+    main.add_command(plan_apply.apply)
+    main.add_command(plan_apply.state)
+    main.add_command(plan_apply.force_unlock)
 
 
 _register()

@@ -1,0 +1,322 @@
+"""The one adapter that owns every AdminClient call kmirror makes.
+
+Each method is batched (one request for many resources, never one per topic), passes a request timeout, and
+either returns plain values (reads) or a per-resource `Outcome` (writes) instead of stopping at the first
+failure. "Already there" answers (TOPIC_ALREADY_EXISTS and friends) count as success, so re-running an
+action that already took effect is a no-op. A cluster that does not answer raises `ClusterUnreachableError`
+naming it. `round_trips` counts requests, for the plan-scale benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from reconciler.errors import ClusterUnreachableError, KmirrorError
+from reconciler.live.model import AclEntry, GroupInfo
+
+T = TypeVar("T")
+
+#: Broker answers that mean "what you asked for is already the case".
+_ALREADY_DONE = {
+    KafkaError.TOPIC_ALREADY_EXISTS,
+    KafkaError.INVALID_PARTITIONS,  # checked against the current count below: equal means already grown
+}
+_TRANSIENT = {
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_CONTROLLER,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError._TRANSPORT,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.CONCURRENT_TRANSACTIONS,
+    KafkaError._ALL_BROKERS_DOWN,
+}
+_CONFIG_CHUNK = 1000
+#: A topic config counts as set when its source is the topic itself (an int or the enum, by client version).
+_EXPLICIT = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one write on one resource."""
+
+    key: str
+    ok: bool
+    message: str = ""
+    transient: bool = False
+    already_done: bool = False
+
+
+@dataclass(frozen=True)
+class TopicMeta:
+    name: str
+    partitions: int
+    replication_factor: int
+
+
+class KafkaAdmin:
+    """Admin operations on one cluster, named for error messages."""
+
+    def __init__(self, cluster: str, config: Mapping[str, Any], timeout: float = 30.0) -> None:
+        self.cluster = cluster
+        self.bootstrap = str(config.get("bootstrap.servers", "?"))
+        self.timeout = timeout
+        self.round_trips = 0
+        self._admin = AdminClient({**config, "log_level": 0, "logger": _SilentLogger()})
+
+    # -- reads ------------------------------------------------------------------------------------------------
+    def topics(self) -> dict[str, TopicMeta]:
+        """Every topic with its partition count and replication factor (one metadata request)."""
+        self.round_trips += 1
+        try:
+            metadata = self._admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._unreachable(exc) from exc
+        result = {}
+        for name, topic in metadata.topics.items():
+            if topic.error is not None and not topic.partitions:
+                continue
+            replicas = max((len(p.replicas) for p in topic.partitions.values()), default=0)
+            result[name] = TopicMeta(name, len(topic.partitions), replicas)
+        return result
+
+    def explicit_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Configs set explicitly on each topic (source DYNAMIC_TOPIC_CONFIG); broker defaults never count."""
+        names = sorted(set(topics))
+        futures: dict[Any, Future[Any]] = {}
+        for i in range(0, len(names), _CONFIG_CHUNK):
+            self.round_trips += 1
+            chunk = [ConfigResource(ResourceType.TOPIC, n) for n in names[i : i + _CONFIG_CHUNK]]
+            futures.update(self._admin.describe_configs(chunk, request_timeout=self.timeout))
+        result: dict[str, dict[str, str]] = {}
+        for resource, future in futures.items():
+            try:
+                entries: dict[str, ConfigEntry] = self._wait(future)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # deleted between listing and describing
+                raise
+            result[resource.name] = {
+                k: e.value for k, e in entries.items() if e.source in _EXPLICIT and e.value is not None
+            }
+        return result
+
+    def acls(self) -> tuple[AclEntry, ...] | None:
+        """Every ACL binding; None when the cluster has no authorizer (SECURITY_DISABLED)."""
+        self.round_trips += 1
+        acl_filter = AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+        try:
+            bindings: list[AclBinding] = self._wait(self._admin.describe_acls(acl_filter, request_timeout=self.timeout))
+        except KafkaException as exc:
+            if exc.args[0].code() in (KafkaError.SECURITY_DISABLED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+                return None
+            raise
+        return tuple(sorted(_acl_entry(b) for b in bindings))
+
+    def groups(self, wanted: Any = None) -> dict[str, GroupInfo]:
+        """Consumer groups (those `wanted(group_id)` accepts) with their state and committed offsets."""
+        self.round_trips += 1
+        listing = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout))
+        chosen = [g for g in listing.valid if wanted is None or wanted(g.group_id)]
+        futures: dict[str, Future[Any]] = {}
+        for g in chosen:  # the protocol takes one group per request; they are all in flight at once
+            self.round_trips += 1
+            futures.update(
+                self._admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(g.group_id)], request_timeout=self.timeout
+                )
+            )
+        result = {}
+        for g in chosen:
+            offsets = {
+                (tp.topic, tp.partition): tp.offset
+                for tp in self._wait(futures[g.group_id]).topic_partitions
+                if tp.offset >= 0
+            }
+            state = g.state.name if g.state is not None else "UNKNOWN"
+            result[g.group_id] = GroupInfo(g.group_id, state, offsets)
+        return result
+
+    def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return self._list_offsets(partitions, OffsetSpec.latest())
+
+    def start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        if not request:
+            return {}
+        self.round_trips += 1
+        futures = self._admin.list_offsets(request, request_timeout=self.timeout)
+        return {(tp.topic, tp.partition): self._wait(f).offset for tp, f in futures.items()}
+
+    # -- writes (each returns one Outcome per resource) -------------------------------------------------------
+    def create_topics(self, topics: Sequence[tuple[str, int, int, Mapping[str, str]]]) -> list[Outcome]:
+        """Create (name, partitions, replication_factor, configs); an existing topic is a success."""
+        if not topics:
+            return []
+        self.round_trips += 1
+        new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=dict(c)) for n, p, rf, c in topics]
+        futures = self._admin.create_topics(new, request_timeout=self.timeout, operation_timeout=self.timeout)
+        return [self._outcome(name, futures[name]) for name, *_ in topics]
+
+    def create_partitions(self, increases: Mapping[str, int]) -> list[Outcome]:
+        """Grow each topic to the given total partition count; a topic already that large is a success."""
+        if not increases:
+            return []
+        self.round_trips += 1
+        futures = self._admin.create_partitions(
+            [NewPartitions(t, n) for t, n in increases.items()], request_timeout=self.timeout
+        )
+        outcomes = [self._outcome(t, futures[t]) for t in increases]
+        if any(not o.ok and "INVALID_PARTITIONS" in o.message for o in outcomes):
+            current = self.topics()
+            outcomes = [
+                Outcome(o.key, True, "already has the partitions", already_done=True)
+                if not o.ok and o.key in current and current[o.key].partitions >= increases[o.key]
+                else o
+                for o in outcomes
+            ]
+        return outcomes
+
+    def alter_topic_configs(self, changes: Mapping[str, tuple[Mapping[str, str], Iterable[str]]]) -> list[Outcome]:
+        """Incremental alter configs: per topic, (configs to SET, config names to DELETE). Never a full alter."""
+        if not changes:
+            return []
+        resources = []
+        for topic, (to_set, to_delete) in changes.items():
+            entries = [
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(to_set.items())
+            ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(to_delete)]
+            resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
+        self.round_trips += 1
+        futures = self._admin.incremental_alter_configs(resources, request_timeout=self.timeout)
+        return [self._outcome(r.name, futures[r]) for r in resources]
+
+    def delete_topic(self, name: str) -> Outcome:
+        """Delete one topic (deletes are opt-in and irreversible, so never batched); a missing one is a success."""
+        self.round_trips += 1
+        futures = self._admin.delete_topics([name], request_timeout=self.timeout, operation_timeout=self.timeout)
+        outcome = self._outcome(name, futures[name])
+        if not outcome.ok and "UNKNOWN_TOPIC_OR_PART" in outcome.message:
+            return Outcome(name, True, "already gone", already_done=True)
+        return outcome
+
+    def create_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]:
+        if not entries:
+            return []
+        self.round_trips += 1
+        bindings = [_acl_binding(e) for e in entries]
+        futures = self._admin.create_acls(bindings, request_timeout=self.timeout)
+        return [self._outcome(_acl_key(e), futures[b]) for e, b in zip(entries, bindings, strict=True)]
+
+    def delete_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]:
+        """Delete exactly these bindings (each filter matches one binding: every field is given)."""
+        if not entries:
+            return []
+        self.round_trips += 1
+        filters = [_acl_binding(e, as_filter=True) for e in entries]
+        futures = self._admin.delete_acls(filters, request_timeout=self.timeout)
+        return [self._outcome(_acl_key(e), futures[f]) for e, f in zip(entries, filters, strict=True)]
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> Outcome:
+        self.round_trips += 1
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        futures = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
+        return self._outcome(group, futures[group])
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def _wait(self, future: Future[T]) -> T:
+        try:
+            return future.result(timeout=self.timeout + 5)
+        except TimeoutError as exc:
+            raise self._unreachable(exc) from exc
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                raise self._unreachable(exc) from exc
+            raise
+
+    def _outcome(self, key: str, future: Future[Any]) -> Outcome:
+        try:
+            future.result(timeout=self.timeout + 5)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if err is None:
+                return Outcome(key, False, str(exc))
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return Outcome(key, True, err.str(), already_done=True)
+            return Outcome(key, False, f"{err.name()}: {err.str()}", transient=err.code() in _TRANSIENT)
+        except TimeoutError:
+            return Outcome(key, False, f"no answer from {self.cluster} within {self.timeout:.0f}s", transient=True)
+        return Outcome(key, True)
+
+    def _unreachable(self, exc: BaseException) -> KmirrorError:
+        return ClusterUnreachableError(
+            f"cluster '{self.cluster}' ({self.bootstrap}) did not answer within {self.timeout:.0f}s: {exc}. "
+            "Check its bootstrap_servers and client settings in the desired-state file, and that it is up."
+        )
+
+
+class _SilentLogger:
+    """librdkafka logs connection failures to stderr by default; kmirror reports them as errors instead."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _acl_entry(b: AclBinding) -> AclEntry:
+    return AclEntry(
+        resource_type=b.restype.name,
+        pattern_type=b.resource_pattern_type.name,
+        resource_name=b.name,
+        principal=b.principal,
+        host=b.host,
+        operation=b.operation.name,
+        permission="ALLOW" if b.permission_type == AclPermissionType.ALLOW else "DENY",
+    )
+
+
+def _acl_binding(e: AclEntry, as_filter: bool = False) -> Any:
+    cls = AclBindingFilter if as_filter else AclBinding
+    return cls(
+        ResourceType[e.resource_type],
+        e.resource_name,
+        ResourcePatternType[e.pattern_type],
+        e.principal,
+        e.host,
+        AclOperation[e.operation],
+        AclPermissionType[e.permission],
+    )
+
+
+def _acl_key(e: AclEntry) -> str:
+    return f"{e.principal}/{e.operation}/{e.permission}/{e.host}/{e.resource_type}:{e.resource_name}"

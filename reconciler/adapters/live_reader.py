@@ -1,0 +1,101 @@
+"""Reads the LiveState the planner needs from every cluster the desired state names, with few round trips.
+
+Two phases, each run on all clusters at once: (1) topic metadata (one request per cluster); (2) with the
+topic lists known, the explicit configs of exactly the topics that matter (replicated source topics, their
+remote topics, internal and recorded topics) in batched describe-configs requests, the ACLs where a flow
+syncs them, and whether unowned target topics already hold records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TypeVar
+
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.live.model import ClusterState, LiveState, TopicInfo
+from reconciler.plan.definition import topic_address
+from reconciler.plan.inputs import RecordedState
+from reconciler.plan.topics import replicated_topics
+from reconciler.spec.models import DesiredState
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def clusters_in_use(desired: DesiredState) -> list[str]:
+    names = {desired.state.cluster}
+    for flow in desired.enabled_flows:
+        names.update((flow.source, flow.target))
+    return sorted(names)
+
+
+def admins_for(desired: DesiredState, timeout: float) -> dict[str, KafkaAdmin]:
+    return {name: KafkaAdmin(name, desired.client_config(name), timeout) for name in clusters_in_use(desired)}
+
+
+def read_live_state(
+    desired: DesiredState, recorded: RecordedState, admins: dict[str, KafkaAdmin] | None = None, timeout: float = 30.0
+) -> LiveState:
+    admins = admins or admins_for(desired, timeout)
+    metadata = _parallel(admins, lambda a: a.topics())
+    bare = {
+        name: ClusterState(name, {t: TopicInfo(t, m.partitions, m.replication_factor) for t, m in meta.items()}, None)
+        for name, meta in metadata.items()
+    }
+
+    describe: dict[str, set[str]] = {name: set() for name in admins}
+    unowned_targets: dict[str, set[str]] = {name: set() for name in admins}
+    read_acls: set[str] = set()
+    for flow in desired.enabled_flows:
+        remote_of = replicated_topics(flow, bare[flow.source])
+        describe[flow.source].update(t for t in remote_of if t in bare[flow.source].topics)
+        target_topics = bare[flow.target].topics
+        for remote in remote_of.values():
+            if remote in target_topics:
+                describe[flow.target].add(remote)
+                if not recorded.owns(topic_address(flow.target, remote)):
+                    unowned_targets[flow.target].add(remote)
+        if flow.sync.acls:
+            read_acls.update((flow.source, flow.target))
+    for name, state in bare.items():
+        # Internal topics (heartbeats, checkpoints, offset-syncs, state) and whatever kmirror recorded.
+        describe[name].update(t for t in state.topics if _maybe_internal(t, desired))
+    for res in recorded.resources.values():
+        cluster, topic = str(res.attributes.get("cluster")), str(res.attributes.get("name"))
+        if cluster in describe and topic in bare[cluster].topics:
+            describe[cluster].add(topic)
+
+    def phase2(name: str) -> ClusterState:
+        admin = admins[name]
+        configs = admin.explicit_topic_configs(describe[name])
+        holding = _topics_with_records(admin, bare[name], unowned_targets[name])
+        topics = {
+            t: replace(
+                info, configs=configs.get(t, {}), has_records=(t in holding) if t in unowned_targets[name] else None
+            )
+            for t, info in bare[name].topics.items()
+        }
+        return ClusterState(name, topics, admin.acls() if name in read_acls else None)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
+        states = dict(zip(admins, pool.map(phase2, admins), strict=True))
+    return LiveState(clusters=states, round_trips={n: a.round_trips for n, a in admins.items()})
+
+
+def _topics_with_records(admin: KafkaAdmin, state: ClusterState, topics: Iterable[str]) -> set[str]:
+    partitions = [(t, p) for t in topics for p in range(state.topics[t].partitions)]
+    if not partitions:
+        return set()
+    start, end = admin.start_offsets(partitions), admin.end_offsets(partitions)
+    return {t for (t, p), e in end.items() if e > start.get((t, p), 0)}
+
+
+def _maybe_internal(topic: str, desired: DesiredState) -> bool:
+    return topic == desired.state.topic or topic.endswith((".internal", "heartbeats"))
+
+
+def _parallel(items: dict[K, KafkaAdmin], fn: Callable[[KafkaAdmin], V]) -> dict[K, V]:
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return dict(zip(items, pool.map(fn, items.values()), strict=True))

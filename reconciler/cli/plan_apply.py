@@ -1,0 +1,220 @@
+"""`kmirror plan`, `kmirror apply`, `kmirror state ...` and `kmirror force-unlock`.
+
+Exit codes (the design's contract): 0 success and, with --detailed-exitcode, no changes; 1 any error;
+2 changes present (plan with --detailed-exitcode only).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from reconciler import operations
+from reconciler.errors import KmirrorError
+from reconciler.executor import ChangeOutcome
+from reconciler.plan.definition import Plan
+from reconciler.spec import load
+
+_file_option = click.option(
+    "-f",
+    "--file",
+    "path",
+    default="kmirror.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The desired-state file.",
+)
+_target_option = click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="ADDRESS",
+    help="Only these resources: an address, a prefix ending in '/', or a glob (repeatable).",
+)
+
+
+def _color(ctx: click.Context) -> bool:
+    return sys.stdout.isatty() and not (ctx.obj or {}).get("no_color")
+
+
+def _render(plan: Plan, fmt: str, color: bool) -> str:
+    if fmt == "json":
+        return plan.to_json()
+    if fmt == "markdown":
+        from reconciler.render.markdown import render_markdown
+
+        return render_markdown(plan)
+    from reconciler.render.text import render_text
+
+    return render_text(plan, color=color)
+
+
+@click.command("plan")
+@_file_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the plan (JSON) for `apply`.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes, 0 when there are none.")
+@_target_option
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for each cluster.")
+@click.pass_context
+def plan(
+    ctx: click.Context, path: str, out: Path | None, fmt: str, detailed_exitcode: bool, targets: tuple[str, ...],
+    timeout: float,
+) -> None:  # fmt: skip
+    """Show what apply would change: read the clusters, diff them against the desired state.
+
+    \b
+    Examples:
+      kmirror plan -f kmirror.yaml
+      kmirror plan -f kmirror.yaml --out plan.json && kmirror apply -f kmirror.yaml plan.json
+      kmirror plan --format markdown > comment.md       # for a pull request
+      kmirror plan --detailed-exitcode                   # drift check: exit 2 when anything changed
+      kmirror plan --target topic/cloud/                 # only the topics on cluster 'cloud'
+    """
+    desired = load(path).state
+    result = operations.make_plan(desired, targets=targets, timeout=timeout)
+    if out is not None:
+        out.write_text(result.to_json())
+    click.echo(_render(result, fmt, _color(ctx)), nl=False)
+    if out is not None and fmt == "text":
+        click.echo(f"\nSaved the plan to {out}. Apply exactly it with: kmirror apply -f {path} {out}")
+    if detailed_exitcode and result.has_changes:
+        sys.exit(2)
+
+
+@click.command("apply")
+@_file_option
+@click.argument("planfile", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--auto-approve", is_flag=True, help="Apply without asking (CI). Without it, asks on a terminal.")
+@click.option("--lock-timeout", default=0.0, show_default=True, help="Seconds to wait for another apply's lock.")
+@_target_option
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for each cluster.")
+@click.pass_context
+def apply(
+    ctx: click.Context, path: str, planfile: Path | None, auto_approve: bool, lock_timeout: float,
+    targets: tuple[str, ...], timeout: float,
+) -> None:  # fmt: skip
+    """Make the clusters match the desired state (or execute exactly a saved plan).
+
+    \b
+    Examples:
+      kmirror apply -f kmirror.yaml                   # plan, show, ask, apply
+      kmirror apply -f kmirror.yaml --auto-approve    # CI on merge
+      kmirror apply -f kmirror.yaml plan.json         # exactly the reviewed plan; refused if stale
+    """
+    desired = load(path).state
+    saved = Plan.from_json(planfile.read_text()) if planfile else None
+    color = _color(ctx)
+    started = time.monotonic()
+
+    def confirm(p: Plan) -> bool:
+        click.echo(_render(p, "text", color), nl=False)
+        if auto_approve or saved is not None:
+            return True
+        if not sys.stdin.isatty():
+            raise KmirrorError(
+                "refusing to apply without confirmation: stdin is not a terminal. Pass --auto-approve, "
+                "or save a plan with `kmirror plan --out plan.json` and apply that file."
+            )
+        return click.confirm("\nDo you want to perform these actions?", default=False)
+
+    def progress(o: ChangeOutcome, done: int, total: int) -> None:
+        mark = {"applied": click.style("ok", fg="green"), "failed": click.style("FAILED", fg="red")}.get(
+            o.outcome, click.style(o.outcome, fg="yellow")
+        )
+        detail = f": {o.message}" if o.message and o.outcome != "applied" else ""
+        click.echo(f"[{done}/{total}] {o.address} ({o.action}) {mark}{detail}", color=color)
+
+    result = operations.apply(
+        desired, saved=saved, confirm=confirm, progress=progress, lock_wait=lock_timeout, targets=targets,
+        timeout=timeout,
+    )  # fmt: skip
+    if result is None:
+        click.echo("Apply cancelled; nothing was changed.")
+        return
+    if not result.outcomes:
+        click.echo("No changes. The clusters match the desired state.")
+        return
+    applied = sum(o.outcome == "applied" for o in result.outcomes)
+    failed = [o for o in result.outcomes if o.outcome == "failed"]
+    skipped = [o for o in result.outcomes if o.outcome == "skipped"]
+    click.echo(
+        f"\nApply {'complete' if not failed and not skipped else 'finished with errors'}: {applied} applied, "
+        f"{len(failed)} failed, {len(skipped)} skipped in {time.monotonic() - started:.1f}s "
+        f"(state serial {result.serial})."
+    )
+    if failed or skipped:
+        raise KmirrorError(
+            "some changes were not applied:\n"
+            + "\n".join(f"  {o.address}: {o.outcome}: {o.message}" for o in failed + skipped)
+            + "\nFix the cause and run apply again; what was applied is recorded."
+        )
+
+
+@click.group("state")
+def state() -> None:
+    """Inspect what kmirror recorded in its state topic."""
+
+
+@state.command("list")
+@_file_option
+def state_list(path: str) -> None:
+    """Every managed resource, with the apply (serial) that last changed it."""
+    snapshot = operations.read_state(load(path).state)
+    for address, r in sorted(snapshot.resources.items()):
+        click.echo(f"{address}  (serial {r.get('serial')}, {r.get('applied_at')})")
+    if not snapshot.resources:
+        click.echo("The state is empty: nothing applied yet.")
+
+
+@state.command("show")
+@_file_option
+@click.argument("address")
+def state_show(path: str, address: str) -> None:
+    """One resource's recorded (last-applied) form, as JSON."""
+    snapshot = operations.read_state(load(path).state)
+    if address not in snapshot.resources:
+        raise KmirrorError(f"no resource {address!r} in the state; `kmirror state list` shows what there is")
+    click.echo(json.dumps(snapshot.resources[address], indent=2, sort_keys=True))
+
+
+@state.command("history")
+@_file_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def state_history(path: str, fmt: str) -> None:
+    """Every apply: serial, status, who and from where, when, and its outcome per change."""
+    from reconciler.state.lock import holder
+
+    snapshot = operations.read_state(load(path).state)
+    live_lock = holder(snapshot)
+    rows = operations.history_rows(snapshot)
+    for row in rows:
+        if row["status"] == "running" and (live_lock is None or live_lock.id != row.get("lock_id")):
+            row["status"] = "interrupted"
+    if fmt == "json":
+        click.echo(json.dumps({"lineage": snapshot.lineage, "serial": snapshot.serial, "applies": rows}, indent=2))
+        return
+    click.echo(f"lineage {snapshot.lineage or '-'}, serial {snapshot.serial}")
+    for row in rows:
+        who = row.get("who", {})
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(row["counts"].items())) or "no changes"
+        commit = f" @{who['git_commit'][:8]}" if who.get("git_commit") else ""
+        click.echo(
+            f"#{row['serial']:<4} {row['status']:<11} {row['started_at']}  {who.get('user')}@{who.get('host')}{commit}"
+            f"  plan {row['plan_id'][:8]}  {counts}"
+        )
+
+
+@click.command("force-unlock")
+@_file_option
+@click.argument("lock_id")
+def force_unlock(path: str, lock_id: str) -> None:
+    """Break the state lock LOCK_ID on purpose (its holder is fenced and can no longer write state)."""
+    claim = operations.unlock(load(path).state, lock_id)
+    click.echo(
+        f"Released lock {claim.id} ({claim.operation} by {claim.holder.get('user')}@{claim.holder.get('host')})."
+    )

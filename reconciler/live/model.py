@@ -1,0 +1,70 @@
+"""LiveState: topics, explicitly set configs, ACLs and consumer groups of every cluster the spec names.
+
+Plain frozen dataclasses, cheap to build for 10,000 topics, with no client objects inside: the planner takes
+these values and never a Kafka client. `None` means "could not be read" (for ACLs: no authorizer), which the
+planner reports as a warning instead of planning deletes or creates from a blind spot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+Permission = Literal["ALLOW", "DENY"]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic: partition count, replication factor, and only the configs set explicitly on it."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    #: True when the log holds records (some partition's end offset is above its start offset); None: not read.
+    has_records: bool | None = None
+
+
+@dataclass(frozen=True, order=True)
+class AclEntry:
+    """One ACL binding, in the shape kmirror compares: always a resource of some type and pattern."""
+
+    resource_type: str  # TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, ...
+    pattern_type: str  # LITERAL, PREFIXED
+    resource_name: str
+    principal: str
+    host: str
+    operation: str  # READ, WRITE, DESCRIBE, ALL, ...
+    permission: Permission
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group: its state (EMPTY, STABLE, ...) and committed offsets per (topic, partition)."""
+
+    group_id: str
+    state: str
+    offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    name: str
+    topics: Mapping[str, TopicInfo]
+    acls: tuple[AclEntry, ...] | None  # None: the cluster has no authorizer (or denied us DESCRIBE)
+    groups: Mapping[str, GroupInfo] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LiveState:
+    clusters: Mapping[str, ClusterState]
+    warnings: tuple[str, ...] = ()
+    #: Admin round trips it took to read, per cluster (for the scale benchmark and --debug).
+    round_trips: Mapping[str, int] = field(default_factory=dict)
+
+    def cluster(self, name: str) -> ClusterState:
+        return self.clusters[name]

@@ -1,0 +1,156 @@
+"""The use cases behind the CLI, wiring adapters to the pure core: plan, apply, state, force-unlock.
+
+Each function takes a loaded `DesiredState` and returns values; nothing here prints (the CLI renders), and
+nothing here decides what to change (the planner does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.live_reader import admins_for, read_live_state
+from reconciler.errors import KmirrorError
+from reconciler.executor import ChangeOutcome, Executor, JobRunner
+from reconciler.plan.builder import build_plan
+from reconciler.plan.definition import Plan
+from reconciler.plan.inputs import JobStatus, RecordedState
+from reconciler.spec.models import DesiredState
+from reconciler.state.lock import StateLock, force_unlock
+from reconciler.state.records import LockClaim, StateSnapshot
+from reconciler.state.store import ApplySession, StateStore
+
+
+class StalePlanError(KmirrorError):
+    """A saved plan no longer matches the state or the clusters it was made against."""
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    plan: Plan
+    outcomes: list[ChangeOutcome]
+    serial: int
+
+    @property
+    def failed(self) -> list[ChangeOutcome]:
+        return [o for o in self.outcomes if o.outcome != "applied"]
+
+
+def state_store(desired: DesiredState, timeout: float = 30.0) -> StateStore:
+    cluster = desired.state.cluster
+    return StateStore(cluster, desired.client_config(cluster), desired.state.topic, timeout)
+
+
+def job_runner(desired: DesiredState) -> JobRunner | None:
+    """The runner of `spark.deploy`, or None while no runner can be reached."""
+    return None  # the replication job's runners come with the replication work
+
+
+def job_status(desired: DesiredState, runner: JobRunner | None) -> JobStatus:
+    status = getattr(runner, "status", None)
+    if status is None:
+        return JobStatus(known=False)
+    result: JobStatus = status()
+    return result
+
+
+def make_plan(
+    desired: DesiredState,
+    *,
+    recorded: RecordedState | None = None,
+    targets: Sequence[str] = (),
+    admins: dict[str, KafkaAdmin] | None = None,
+    timeout: float = 30.0,
+) -> Plan:
+    if recorded is None:
+        recorded = state_store(desired, timeout).read().recorded()
+    live = read_live_state(desired, recorded, admins=admins, timeout=timeout)
+    return build_plan(
+        desired,
+        live,
+        recorded,
+        job_status(desired, job_runner(desired)),
+        plan_id=str(uuid.uuid4()),
+        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        targets=targets,
+    )
+
+
+def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot) -> None:
+    """Refuse a saved plan when the state moved or the resources it touches changed since it was made."""
+    if saved.state.lineage != snapshot.lineage or saved.state.serial != snapshot.serial:
+        raise StalePlanError(
+            f"Saved plan is stale: it was made against state serial {saved.state.serial} "
+            f"(lineage {saved.state.lineage or 'none'}), the state is now at serial {snapshot.serial} "
+            f"(lineage {snapshot.lineage or 'none'}); another apply ran since. Nothing was changed. "
+            "Run `kmirror plan` again and review the new plan."
+        )
+    now = {c.address: c for c in fresh.changes}
+    moved = []
+    for c in saved.changes:
+        current = now.get(c.address)
+        if current is None:
+            moved.append(f"{c.address} (no longer needs this change)")
+        elif current.before != c.before or current.action != c.action:
+            moved.append(f"{c.address} (changed since the plan was made)")
+    if moved:
+        raise StalePlanError(
+            "Saved plan is stale: the clusters changed since it was made: "
+            + "; ".join(moved[:10])
+            + ("; ..." if len(moved) > 10 else "")
+            + ". Nothing was changed. Run `kmirror plan` again and review the new plan."
+        )
+
+
+def apply(
+    desired: DesiredState,
+    *,
+    saved: Plan | None = None,
+    confirm: Callable[[Plan], bool] = lambda plan: True,
+    progress: Callable[[ChangeOutcome, int, int], None] | None = None,
+    lock_wait: float = 0.0,
+    targets: Sequence[str] = (),
+    timeout: float = 30.0,
+) -> ApplyResult | None:
+    """Plan (or take `saved`), confirm, and execute under the state lock. None: declined or nothing to do."""
+    store = state_store(desired, timeout)
+    lock = StateLock(store, "apply")
+    with lock.held(wait=lock_wait) as snapshot:
+        admins = admins_for(desired, timeout)
+        fresh = make_plan(desired, recorded=snapshot.recorded(), targets=targets, admins=admins, timeout=timeout)
+        if saved is not None:
+            check_saved_plan(saved, fresh, snapshot)
+        plan = saved or fresh
+        if not plan.has_changes or not confirm(plan):
+            return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None
+        session = ApplySession(store, snapshot, plan.plan_id, plan.spec_digest, lock.id)
+        executor = Executor(admins, session, job_runner(desired), progress)
+        try:
+            outcomes = executor.run(plan)
+        except BaseException:
+            session.finish("interrupted")
+            raise
+        session.finish("completed" if all(o.outcome == "applied" for o in outcomes) else "failed")
+        return ApplyResult(plan, outcomes, session.serial)
+
+
+def read_state(desired: DesiredState) -> StateSnapshot:
+    return state_store(desired).read()
+
+
+def unlock(desired: DesiredState, lock_id: str) -> LockClaim:
+    return force_unlock(state_store(desired), lock_id)
+
+
+def history_rows(snapshot: StateSnapshot) -> list[dict[str, Any]]:
+    rows = []
+    for h in snapshot.applies():
+        counts: dict[str, int] = {}
+        for c in h.get("changes", []):
+            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+        rows.append({**h, "counts": counts})
+    return rows

@@ -1,0 +1,55 @@
+"""The values the planner takes besides desired and live state: what kmirror recorded, and how its jobs run.
+
+`RecordedState` is read from the state topic by the state store; `JobStatus` is reported by the job runner.
+Both are plain values here, so the planner can be tested with hand-built ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RecordedResource:
+    """The last-applied form of one managed resource (a change's `after`, as applied)."""
+
+    address: str
+    kind: str
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RecordedState:
+    lineage: str | None = None
+    serial: int = 0
+    resources: Mapping[str, RecordedResource] = field(default_factory=dict)
+
+    def owns(self, address: str) -> bool:
+        return address in self.resources
+
+    def get(self, address: str) -> Mapping[str, Any] | None:
+        r = self.resources.get(address)
+        return r.attributes if r else None
+
+    def of_kind(self, kind: str) -> list[RecordedResource]:
+        return [r for r in self.resources.values() if r.kind == kind]
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What a job runner knows about one flow's replication job."""
+
+    flow: str
+    running: bool
+    spec_digest: str | None = None
+    runner: str = "local"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    jobs: Mapping[str, JobInfo] = field(default_factory=dict)
+    #: False when the runner could not be asked (the planner then plans no job changes and warns).
+    known: bool = True

@@ -1,0 +1,279 @@
+"""Planning of remote topics (one per replicated source topic) and of kmirror's internal topics.
+
+A remote topic is created with the source's partition count, the flow's replication factor and the source's
+explicitly set configs (minus the flow's exclusion list, plus the flow's `topic_defaults.configs`). Partitions
+only grow. Configs change by incremental SET/DELETE: `after.configs` is the whole explicit config set the
+target will have, including excluded keys the target keeps, so the executor derives its calls from the diff.
+A replication-factor difference is reported, never acted on. A target topic kmirror does not own is an error
+unless the flow adopts existing topics. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.live.model import ClusterState, LiveState, TopicInfo
+from reconciler.plan.definition import Action, Kind, ResourceChange, internal_topic_address, topic_address
+from reconciler.plan.inputs import RecordedState
+from reconciler.spec.models import DesiredState, FlowSpec
+
+COMPACT = {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class RemoteTopic:
+    """A remote topic the desired state asks for, and where it comes from."""
+
+    flow: str
+    source_cluster: str
+    source_topic: str
+    target_cluster: str
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+    adopt: bool = False
+
+
+@dataclass
+class TopicPlan:
+    changes: list[ResourceChange] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def replicated_topics(flow: FlowSpec, source: ClusterState) -> dict[str, str]:
+    """Source topic -> remote topic name, for every source topic the flow replicates (heartbeats included)."""
+    result = {t: flow.remote_topic(t) for t in source.topics if flow.topic_matches(t)}
+    heartbeats = flow.policy().heartbeats_topic()
+    if flow.heartbeats.enabled and heartbeats not in result and flow.topic_matches(heartbeats):
+        result[heartbeats] = flow.remote_topic(heartbeats)  # created by the flow's own internal-topic change
+    return result
+
+
+def synced_configs(flow: FlowSpec, source_configs: Mapping[str, str]) -> dict[str, str]:
+    """The source's explicit configs that MM2's config sync copies, then the flow's own topic configs on top."""
+    configs: dict[str, str] = {}
+    if flow.sync.configs:
+        excluded = _exclusion(flow)
+        configs = {k: v for k, v in source_configs.items() if not excluded(k)}
+    configs.update({k: str(v) for k, v in flow.topic_defaults.configs.items()})
+    return configs
+
+
+def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[RemoteTopic], list[str]]:
+    """Every remote topic the flows ask for; two sources writing one remote topic is an error."""
+    topics: list[RemoteTopic] = []
+    errors: list[str] = []
+    owner: dict[tuple[str, str], RemoteTopic] = {}
+    for flow in desired.enabled_flows:
+        source = live.clusters[flow.source]
+        for source_topic, remote in sorted(replicated_topics(flow, source).items()):
+            info = source.topics.get(source_topic) or TopicInfo(source_topic, 1, -1, COMPACT)
+            rt = RemoteTopic(
+                flow=flow.name,
+                source_cluster=flow.source,
+                source_topic=source_topic,
+                target_cluster=flow.target,
+                name=remote,
+                partitions=info.partitions,
+                replication_factor=flow.topic_defaults.replication_factor,
+                configs=synced_configs(flow, info.configs),
+                adopt=flow.replication.adopt_existing,
+            )
+            other = owner.get((flow.target, remote))
+            if other is not None:
+                errors.append(
+                    f"{topic_address(flow.target, remote)}: two sources would write this remote topic: "
+                    f"{other.source_cluster}:{other.source_topic} (flow {other.flow}) and "
+                    f"{flow.source}:{source_topic} (flow {flow.name}). Use prefix naming for one of the flows, "
+                    "or exclude one of the topics."
+                )
+                continue
+            owner[(flow.target, remote)] = rt
+            topics.append(rt)
+    return topics, errors
+
+
+def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: RecordedState) -> TopicPlan:
+    out = TopicPlan()
+    wanted, out.errors = desired_remote_topics(desired, live)
+    wanted_addresses = set()
+    for rt in wanted:
+        address = topic_address(rt.target_cluster, rt.name)
+        wanted_addresses.add(address)
+        current = live.clusters[rt.target_cluster].topics.get(rt.name)
+        flow = desired.flow(rt.flow)
+        _plan_one(out, rt, address, current, recorded.owns(address), _exclusion(flow))
+    _plan_removed(out, desired, live, recorded, wanted_addresses)
+    return out
+
+
+def _plan_one(
+    out: TopicPlan, rt: RemoteTopic, address: str, current: TopicInfo | None, owned: bool, excluded: Any
+) -> None:
+    origin = f"{rt.source_cluster}:{rt.source_topic} (flow {rt.flow})"
+    if current is None:
+        out.changes.append(
+            ResourceChange(
+                address=address,
+                kind=Kind.TOPIC,
+                action=Action.CREATE,
+                before=None,
+                after=_form(rt.target_cluster, rt.name, rt.partitions, rt.replication_factor, rt.configs, rt),
+                reason=(
+                    f"mirror of {origin}"
+                    if not owned
+                    else f"deleted outside kmirror; recreating the mirror of {origin}"
+                ),
+            )
+        )
+        return
+    if not owned and not rt.adopt:
+        holds = " and holds records" if current.has_records else ""
+        out.errors.append(
+            f"{address}: topic '{rt.name}' already exists on '{rt.target_cluster}'{holds}, but kmirror did not create "
+            f"it, so it is not a mirror kmirror owns; flow {rt.flow} would write {rt.source_cluster}:{rt.source_topic} "
+            "into it. To migrate onto pre-created topics set `replication.adopt_existing: true` on the flow; "
+            "otherwise delete or rename the target topic, or exclude the source topic."
+        )
+        return
+    reasons: list[str] = []
+    partitions = current.partitions
+    if rt.partitions > current.partitions:
+        partitions = rt.partitions
+        reasons.append(f"partitions {current.partitions} -> {rt.partitions} (source grew)")
+    elif rt.partitions < current.partitions:
+        out.warnings.append(
+            f"{address}: has {current.partitions} partitions, more than its source {origin} "
+            f"({rt.partitions}); partitions never shrink, so this is left as it is."
+        )
+    if rt.replication_factor not in (-1, current.replication_factor):
+        out.warnings.append(
+            f"{address}: replication factor is {current.replication_factor}, the flow asks for "
+            f"{rt.replication_factor}; kmirror reports this and does not reassign replicas."
+        )
+    configs = {k: v for k, v in current.configs.items() if excluded(k)}  # excluded keys: the target's own
+    configs.update(rt.configs)
+    changed = sorted(k for k in configs.keys() | current.configs.keys() if configs.get(k) != current.configs.get(k))
+    if changed:
+        reasons.append("configs " + ", ".join(changed))
+    if not owned:
+        reasons.insert(0, "adopting the existing topic as a mirror (adopt_existing)")
+        if current.has_records:
+            out.warnings.append(
+                f"{address}: adopting a topic that already holds records; replicated records are appended after them."
+            )
+    if not reasons:
+        return
+    out.changes.append(
+        ResourceChange(
+            address=address,
+            kind=Kind.TOPIC,
+            action=Action.UPDATE,
+            before=_form(rt.target_cluster, rt.name, current.partitions, current.replication_factor, current.configs),
+            after=_form(rt.target_cluster, rt.name, partitions, current.replication_factor, configs, rt),
+            reason=f"{origin}: " + "; ".join(reasons),
+        )
+    )
+
+
+def _plan_removed(
+    out: TopicPlan, desired: DesiredState, live: LiveState, recorded: RecordedState, wanted: set[str]
+) -> None:
+    for res in recorded.of_kind(Kind.TOPIC):
+        if res.address in wanted:
+            continue
+        cluster, name = res.attributes["cluster"], res.attributes["name"]
+        current = live.clusters.get(cluster, ClusterState(cluster, {}, None)).topics.get(name)
+        if not desired.prune.topics:
+            if current is not None:
+                out.warnings.append(
+                    f"{res.address}: no flow replicates into this topic any more; kept because prune.topics is off."
+                )
+            continue
+        out.changes.append(
+            ResourceChange(
+                address=res.address,
+                kind=Kind.TOPIC,
+                action=Action.DELETE,
+                before=None
+                if current is None
+                else _form(cluster, name, current.partitions, current.replication_factor, current.configs),
+                after=None,
+                reason="no flow replicates into it any more (prune.topics is on)"
+                if current is not None
+                else "already gone; forgetting it",
+            )
+        )
+
+
+def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: RecordedState) -> TopicPlan:
+    """heartbeats (source), checkpoints (target), offset-syncs (per location) and the state topic."""
+    out = TopicPlan()
+    wanted: dict[tuple[str, str], str] = {}
+    for flow in desired.enabled_flows:
+        policy = flow.policy()
+        if flow.heartbeats.enabled:
+            wanted[(flow.source, policy.heartbeats_topic())] = f"heartbeats of flow {flow.name}"
+        if flow.offsets.emit_checkpoints:
+            wanted[(flow.target, policy.checkpoints_topic(flow.source))] = f"checkpoints of flow {flow.name}"
+        if flow.offsets.offset_syncs_location == "source":
+            wanted[(flow.source, policy.offset_syncs_topic(flow.target))] = f"offset-syncs of flow {flow.name}"
+        else:
+            wanted[(flow.target, policy.offset_syncs_topic(flow.source))] = f"offset-syncs of flow {flow.name}"
+    wanted[(desired.state.cluster, desired.state.topic)] = "kmirror's state"
+    for (cluster, name), purpose in sorted(wanted.items()):
+        address = internal_topic_address(cluster, name)
+        current = live.clusters[cluster].topics.get(name)
+        if current is None:
+            out.changes.append(
+                ResourceChange(
+                    address=address,
+                    kind=Kind.INTERNAL_TOPIC,
+                    action=Action.CREATE,
+                    after=_form(cluster, name, 1, -1, COMPACT),
+                    reason=purpose,
+                )
+            )
+        elif current.configs.get("cleanup.policy") != "compact":
+            configs = {**current.configs, **COMPACT}
+            out.changes.append(
+                ResourceChange(
+                    address=address,
+                    kind=Kind.INTERNAL_TOPIC,
+                    action=Action.UPDATE,
+                    before=_form(cluster, name, current.partitions, current.replication_factor, current.configs),
+                    after=_form(cluster, name, current.partitions, current.replication_factor, configs),
+                    reason=f"{purpose}: must be compacted",
+                )
+            )
+    return out
+
+
+def _form(
+    cluster: str,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+    origin: RemoteTopic | None = None,
+) -> dict[str, Any]:
+    form: dict[str, Any] = {
+        "cluster": cluster,
+        "name": name,
+        "partitions": partitions,
+        "replication_factor": replication_factor,
+        "configs": dict(sorted(configs.items())),
+    }
+    if origin is not None:
+        form["source"] = {"cluster": origin.source_cluster, "topic": origin.source_topic, "flow": origin.flow}
+    return form
+
+
+def _exclusion(flow: FlowSpec) -> Any:
+    patterns = [re.compile(p) for p in flow.sync.config_exclude]
+    return lambda key: any(p.fullmatch(key) for p in patterns)

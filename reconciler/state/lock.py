@@ -1,0 +1,136 @@
+"""The state lock: at most one apply (or other state-changing command) at a time per state topic.
+
+Built on what Kafka guarantees for one partition: a total order. A contender appends a claim
+(`lock/<id>`) and reads the partition back; the holder is the earliest claim still alive (not released,
+lease not expired, and not held by a process of this host that is gone). Everyone reads the same order, so
+everyone agrees. The holder renews its lease (`lease/<id>`) from a background thread. Fencing: the holder
+then creates the state topic's transactional producer, which fences any older writer, so an apply that lost
+its lease cannot write state. `force_unlock` releases a claim and fences its writer at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from reconciler.errors import KmirrorError
+from reconciler.state.records import LEASE, LOCK, LockClaim, StateSnapshot
+from reconciler.state.store import StateStore, whoami
+
+DEFAULT_LEASE = float(os.environ.get("KMIRROR_LOCK_LEASE_SECONDS", "60"))
+
+
+class LockHeldError(KmirrorError):
+    """Someone else holds the state lock."""
+
+
+def describe(claim: LockClaim) -> str:
+    h = claim.holder
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(claim.claimed_at))
+    who = f"{h.get('user')}@{h.get('host')} (pid {h.get('pid')})"
+    return f"lock {claim.id} held by {who} for {claim.operation} since {started}"
+
+
+def alive(claim: LockClaim, now: float) -> bool:
+    if claim.lease_until <= now:
+        return False
+    h = claim.holder
+    if h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int) and h.get("pid") != os.getpid():
+        return _pid_alive(int(h["pid"]))  # a holder on this machine that died needs no lease expiry
+    return True
+
+
+def holder(snapshot: StateSnapshot, now: float | None = None) -> LockClaim | None:
+    now = time.time() if now is None else now
+    live = sorted((c for c in snapshot.claims.values() if alive(c, now)), key=lambda c: c.offset)
+    return live[0] if live else None
+
+
+class StateLock:
+    def __init__(self, store: StateStore, operation: str, lease: float = DEFAULT_LEASE) -> None:
+        self.store = store
+        self.operation = operation
+        self.lease = lease
+        self.id = uuid.uuid4().hex[:12]
+        self.snapshot: StateSnapshot | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.lost: str | None = None
+
+    @contextmanager
+    def held(self, wait: float = 0.0) -> Iterator[StateSnapshot]:
+        """Hold the lock for the block; yields the state snapshot read right after winning it."""
+        self.store.ensure_topic()
+        deadline = time.monotonic() + wait
+        while True:
+            now = time.time()
+            claim = {"id": self.id, "holder": whoami(), "operation": self.operation, "claimed_at": now,
+                     "lease_until": now + self.lease}  # fmt: skip
+            self.store.append(
+                [(LOCK + self.id, claim), (LEASE + self.id, {"id": self.id, "lease_until": now + self.lease})]
+            )
+            snapshot = self.store.read()
+            first = holder(snapshot)
+            if first is not None and first.id == self.id:
+                break
+            self._release()
+            if first is None:
+                continue  # our claim was not visible yet; claim again
+            if time.monotonic() >= deadline:
+                raise LockHeldError(
+                    f"the state is locked: {describe(first)}. Wait for it to finish, or if it is gone, "
+                    f"run `kmirror force-unlock {first.id}`."
+                )
+            time.sleep(min(2.0, max(0.2, deadline - time.monotonic())))
+        self.snapshot = snapshot
+        self._renewer = threading.Thread(target=self._renew, name=f"kmirror-lease-{self.id}", daemon=True)
+        self._renewer.start()
+        try:
+            yield snapshot
+        finally:
+            self._stop.set()
+            self._renewer.join(timeout=5)
+            self._release()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            try:
+                self.store.append([(LEASE + self.id, {"id": self.id, "lease_until": time.time() + self.lease})])
+            except Exception as exc:  # reported by the apply when it next writes (it will be fenced)
+                self.lost = str(exc)
+
+    def _release(self) -> None:
+        self.store.append([(LOCK + self.id, None), (LEASE + self.id, None)])
+
+
+def force_unlock(store: StateStore, lock_id: str) -> LockClaim:
+    """Release `lock_id` on purpose and fence its writer; raises if there is no such live claim."""
+    snapshot = store.read()
+    claim = snapshot.claims.get(lock_id)
+    if claim is None:
+        ids = ", ".join(sorted(snapshot.claims)) or "none"
+        raise KmirrorError(f"no lock claim {lock_id!r} on state topic {store.topic} (current claims: {ids})")
+    store.append([(LOCK + lock_id, None), (LEASE + lock_id, None)])
+    producer: Any = store.fencing_producer()  # fences the old holder's transactional writer
+    producer.flush(5)
+    return claim
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True

@@ -1,0 +1,111 @@
+"""The records of the state topic: their keys, their JSON values, and how a log of them folds into state.
+
+Keys (UTF-8), one partition, compacted, so the latest value per key is the truth:
+  meta                      {"lineage", "serial", "updated_at"}
+  resource/<address>        {"address", "kind", "attributes", "serial", "plan_id", "applied_at"}  (tombstone: gone)
+  history/<serial:010d>     one apply: plan id, spec digest, who/where/when, status, outcome per change
+  lock/<claim id>           a lock claim: {"id", "holder", "operation", "claimed_at"}  (tombstone: released)
+  lease/<claim id>          {"id", "lease_until"}: renewed while the holder works (tombstone: released)
+
+Pure: folding a list of (key, value, offset) into a `StateSnapshot` is done here, reading them is the store's job.
+Secrets never reach these records: resources hold plan forms, which carry secret *references* only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.plan.inputs import RecordedResource, RecordedState
+
+META = "meta"
+RESOURCE = "resource/"
+HISTORY = "history/"
+LOCK = "lock/"
+LEASE = "lease/"
+
+
+def history_key(serial: int) -> str:
+    return f"{HISTORY}{serial:010d}"
+
+
+def encode(value: dict[str, Any] | None) -> bytes | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class LockClaim:
+    id: str
+    offset: int
+    holder: dict[str, Any]
+    operation: str
+    claimed_at: float
+    lease_until: float
+
+
+@dataclass
+class StateSnapshot:
+    """Everything the state topic says, folded: the recorded state, apply history, and live lock claims."""
+
+    lineage: str | None = None
+    serial: int = 0
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    history: dict[str, dict[str, Any]] = field(default_factory=dict)
+    claims: dict[str, LockClaim] = field(default_factory=dict)
+    end_offset: int = 0
+
+    def recorded(self) -> RecordedState:
+        return RecordedState(
+            lineage=self.lineage,
+            serial=self.serial,
+            resources={
+                a: RecordedResource(address=a, kind=r["kind"], attributes=r["attributes"])
+                for a, r in self.resources.items()
+            },
+        )
+
+    def applies(self) -> list[dict[str, Any]]:
+        return [self.history[k] for k in sorted(self.history)]
+
+
+def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
+    """Fold (key, value, offset) records, in log order, into a snapshot. The latest value of a key wins."""
+    snap = StateSnapshot()
+    leases: dict[str, float] = {}
+    raw_claims: dict[str, tuple[int, dict[str, Any]]] = {}
+    for key, value, offset in records:
+        snap.end_offset = offset + 1
+        doc = None if value is None else json.loads(value)
+        if key == META and doc is not None:
+            snap.lineage, snap.serial = doc["lineage"], int(doc["serial"])
+        elif key.startswith(RESOURCE):
+            address = key[len(RESOURCE) :]
+            if doc is None:
+                snap.resources.pop(address, None)
+            else:
+                snap.resources[address] = doc
+        elif key.startswith(HISTORY) and doc is not None:
+            snap.history[key] = doc
+        elif key.startswith(LOCK):
+            claim_id = key[len(LOCK) :]
+            if doc is None:
+                raw_claims.pop(claim_id, None)
+            elif claim_id not in raw_claims:  # the first claim's offset decides the order
+                raw_claims[claim_id] = (offset, doc)
+        elif key.startswith(LEASE):
+            claim_id = key[len(LEASE) :]
+            if doc is None:
+                leases.pop(claim_id, None)
+            else:
+                leases[claim_id] = float(doc["lease_until"])
+    for claim_id, (offset, doc) in raw_claims.items():
+        snap.claims[claim_id] = LockClaim(
+            id=claim_id,
+            offset=offset,
+            holder=doc.get("holder", {}),
+            operation=doc.get("operation", ""),
+            claimed_at=float(doc.get("claimed_at", 0)),
+            lease_until=leases.get(claim_id, float(doc.get("lease_until", 0))),
+        )
+    return snap

@@ -1,0 +1,231 @@
+"""StateStore: reads and writes kmirror's state topic (a compacted, single-partition topic on the state cluster).
+
+Reading folds the whole partition (read_committed) into a `StateSnapshot`. Writing happens only inside an
+`ApplySession`, which the lock hands out: every write is a Kafka transaction of a producer whose
+`transactional.id` is the same for every kmirror writing this state topic, so a newer holder's
+`init_transactions` fences an older one (Kafka's own zombie fencing) and a writer that lost the lock cannot
+write. Each change is recorded in its own transaction as it completes: a crash leaves the record true.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.errors import KmirrorError
+from reconciler.state.records import META, RESOURCE, StateSnapshot, encode, fold, history_key
+
+PARTITION = 0
+
+
+class StateError(KmirrorError):
+    """The state topic could not be read or written."""
+
+
+class FencedError(StateError):
+    """Another kmirror took the state lock; this one may no longer write."""
+
+
+def whoami() -> dict[str, Any]:
+    return {
+        "user": os.environ.get("GITHUB_ACTOR") or _safe(getpass.getuser),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "git_commit": os.environ.get("GITHUB_SHA") or _git_commit(),
+        "ci": bool(os.environ.get("CI")),
+    }
+
+
+class StateStore:
+    def __init__(self, cluster: str, config: Mapping[str, Any], topic: str, timeout: float = 30.0) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.timeout = timeout
+        self._config = dict(config)
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.topic in KafkaAdmin(self.cluster, self._config, self.timeout).topics()
+
+    def read(self) -> StateSnapshot:
+        """The folded state; an absent topic is an empty state (nothing applied yet)."""
+        if not self.exists():
+            return StateSnapshot()
+        consumer = Consumer(
+            {
+                **self._config,
+                "group.id": f"kmirror-state-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "log_level": 0,
+            }
+        )
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self.timeout)
+            records: list[tuple[str, bytes | None, int]] = []
+            if high > low:
+                consumer.assign([TopicPartition(self.topic, PARTITION, low)])
+                deadline = time.monotonic() + self.timeout
+                while time.monotonic() < deadline:
+                    batch = consumer.consume(num_messages=10000, timeout=1.0)
+                    eof = False
+                    for msg in batch:
+                        err = msg.error()
+                        if err is not None:
+                            if err.code() == KafkaError._PARTITION_EOF:
+                                eof = True
+                                continue
+                            raise StateError(f"reading state topic {self.topic} on {self.cluster}: {err.str()}")
+                        key = msg.key()
+                        if key is not None:
+                            records.append((key.decode(), msg.value(), int(msg.offset())))
+                    if eof:
+                        break
+                else:
+                    raise StateError(
+                        f"reading state topic {self.topic} on '{self.cluster}' did not reach its end within "
+                        f"{self.timeout:.0f}s (an open transaction of a stuck apply holds it back; "
+                        "see `kmirror state history`)"
+                    )
+            return fold(records)
+        finally:
+            consumer.close()
+
+    # -- writing ----------------------------------------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        admin = KafkaAdmin(self.cluster, self._config, self.timeout)
+        if self.topic in admin.topics():
+            return
+        configs = {"cleanup.policy": "compact"}
+        [outcome] = admin.create_topics([(self.topic, 1, -1, configs)])
+        if not outcome.ok:
+            raise StateError(f"could not create state topic {self.topic} on '{self.cluster}': {outcome.message}")
+
+    def append(self, records: list[tuple[str, dict[str, Any] | None]]) -> None:
+        """Plain (non-transactional, idempotent) appends: used for lock claims, leases and releases."""
+        producer = Producer({**self._config, "enable.idempotence": True, "log_level": 0})
+        for key, value in records:
+            producer.produce(self.topic, key=key.encode(), value=encode(value), partition=PARTITION)
+        if producer.flush(self.timeout) != 0:
+            raise StateError(f"could not write to state topic {self.topic} on '{self.cluster}' in time")
+
+    def fencing_producer(self) -> Producer:
+        """A transactional producer; creating it fences every older one of any kmirror on this state topic."""
+        producer = Producer(
+            {
+                **self._config,
+                "transactional.id": f"kmirror-state-{self.topic}",
+                "transaction.timeout.ms": 60000,
+                "log_level": 0,
+            }
+        )
+        try:
+            producer.init_transactions(self.timeout)
+        except KafkaException as exc:
+            raise StateError(f"could not take the writer role on state topic {self.topic}: {exc}") from exc
+        return producer
+
+
+class ApplySession:
+    """The writes of one apply: a new serial, then one transaction per completed change, then the outcome."""
+
+    def __init__(self, store: StateStore, snapshot: StateSnapshot, plan_id: str, spec_digest: str, lock_id: str):
+        self.store = store
+        self.lineage = snapshot.lineage or str(uuid.uuid4())
+        self.serial = snapshot.serial + 1
+        self._producer = store.fencing_producer()
+        self._history: dict[str, Any] = {
+            "serial": self.serial,
+            "lineage": self.lineage,
+            "plan_id": plan_id,
+            "spec_digest": spec_digest,
+            "lock_id": lock_id,
+            "who": whoami(),
+            "started_at": _now(),
+            "finished_at": None,
+            "status": "running",
+            "changes": [],
+        }
+        self._write([(META, {"lineage": self.lineage, "serial": self.serial, "updated_at": _now()}), self._hist()])
+
+    def record(
+        self,
+        address: str,
+        kind: str,
+        attributes: Mapping[str, Any] | None,
+        action: str,
+        outcome: str,
+        message: str = "",
+    ) -> None:
+        """Record one change as done (attributes = its applied form; None: resource gone) or as failed/skipped."""
+        self._history["changes"].append({"address": address, "action": action, "outcome": outcome, "message": message})
+        records: list[tuple[str, dict[str, Any] | None]] = [self._hist()]
+        if outcome == "applied":
+            value = (
+                None
+                if attributes is None
+                else {
+                    "address": address,
+                    "kind": kind,
+                    "attributes": dict(attributes),
+                    "serial": self.serial,
+                    "plan_id": self._history["plan_id"],
+                    "applied_at": _now(),
+                }
+            )
+            records.insert(0, (RESOURCE + address, value))
+        self._write(records)
+
+    def finish(self, status: str) -> None:
+        self._history["status"] = status
+        self._history["finished_at"] = _now()
+        self._write([self._hist()])
+
+    def _hist(self) -> tuple[str, dict[str, Any]]:
+        return history_key(self.serial), self._history
+
+    def _write(self, records: list[tuple[str, dict[str, Any] | None]]) -> None:
+        p = self._producer
+        try:
+            p.begin_transaction()
+            for key, value in records:
+                p.produce(self.store.topic, key=key.encode(), value=encode(value), partition=PARTITION)
+            p.commit_transaction(self.store.timeout)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+                raise FencedError(
+                    "another kmirror took the state lock (force-unlock or an expired lease); this apply stopped "
+                    "writing. Run `kmirror plan` to see what is left."
+                ) from exc
+            raise StateError(f"writing state topic {self.store.topic}: {exc}") from exc
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _safe(fn: Any) -> str:
+    try:
+        return str(fn())
+    except Exception:
+        return "unknown"
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=2, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
