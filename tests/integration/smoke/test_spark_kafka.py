@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -32,10 +33,11 @@ def test_spark_batch_read_sees_keys_values_headers_timestamps(
     rows = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
-        .option("subscribe", topic_name)
+        .option("assign", json.dumps({topic_name: [0, 1]}))
         .option("includeHeaders", "true")
         .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
+        # Explicit end offsets (20 records per partition): the read is exactly the records produced.
+        .option("endingOffsets", json.dumps({topic_name: {"0": 20, "1": 20}}))
         .load()
         .selectExpr("*", "unix_millis(timestamp) AS timestamp_ms")
         .collect()
