@@ -362,18 +362,21 @@ class TemplatePolicy(PrefixPolicy):
 
     def spark_remote_topic_expr(self, source_alias: str, column: str = "topic") -> str:
         pieces: list[str] = []
+        pending = ""
         last = 0
         for match in _TEMPLATE_FIELD.finditer(self.template):
-            literal = self.template[last : match.start()]
+            pending += self.template[last : match.start()]
             if match.group(1) == "source":
-                literal += source_alias
-            if literal:
-                pieces.append(sql_string_literal(literal))
-            if match.group(1) == "topic":
+                pending += source_alias
+            else:
+                if pending:
+                    pieces.append(sql_string_literal(pending))
                 pieces.append(column)
+                pending = ""
             last = match.end()
-        if self.template[last:]:
-            pieces.append(sql_string_literal(self.template[last:]))
+        pending += self.template[last:]
+        if pending:
+            pieces.append(sql_string_literal(pending))
         rendered = f"concat({', '.join(pieces)})" if len(pieces) > 1 else pieces[0]
         prefixed = super().spark_remote_topic_expr(source_alias, column)
         return f"CASE WHEN {column} LIKE '%{HEARTBEATS_TOPIC}' THEN {prefixed} ELSE {rendered} END"
