@@ -1,0 +1,78 @@
+"""Replication jobs: deploy, no-op, redeploy naming changed fields, restart, stop."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.plan.definition import Action
+from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.plan.jobs import changed_fields
+from tests.unit.plan.builders import by_address, desired, live, owned, plan, running, topic
+
+pytestmark = pytest.mark.unit
+
+FLOW = "topics: {include: ['orders']}"
+
+
+def _job_record(ds, name="f"):  # type: ignore[no-untyped-def]
+    return (
+        f"job/{name}",
+        "job",
+        {"flow": name, "spec_digest": ds.flow_digest(name), "spec": ds.flow_effective_spec(name)},
+    )
+
+
+def test_new_flow_deploys_its_job() -> None:
+    ds = desired(FLOW)
+    change = by_address(plan(ds, live(src=[topic("orders")]), jobs=JobStatus()))["job/f"]
+    assert change.action == Action.CREATE
+    assert (change.after or {})["operation"] == "deploy"
+    assert (change.after or {})["spec_digest"] == ds.flow_digest("f")
+
+
+def test_running_job_with_the_same_spec_is_left_alone() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    assert plan(ds, lv, owned("src.orders"), running(ds, "f")).changes == ()
+
+
+def test_spec_change_redeploys_and_names_the_changed_fields() -> None:
+    old = desired(FLOW)
+    new = desired("topics: {include: ['orders', 'payments']}\nreplication: {producer: {linger.ms: '5'}}")
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f")))["job/f"]
+    assert change.action == Action.REPLACE and (change.after or {})["operation"] == "redeploy"
+    assert "flow.replication.producer" in change.reason and "flow.topics.include" in change.reason
+
+
+def test_job_not_running_is_restarted() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    jobs = JobStatus({"f": JobInfo("f", False, ds.flow_digest("f"), detail="exited with code 137")})
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), jobs))["job/f"]
+    assert change.action == Action.UPDATE and (change.after or {})["operation"] == "restart"
+    assert "exited with code 137" in change.reason
+
+
+def test_removed_flow_stops_its_job_when_prune_jobs_allows() -> None:
+    gone = desired(FLOW)
+    ds = desired("enabled: false\n" + FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
+    assert change.action == Action.DELETE
+    kept = plan(
+        desired("enabled: false\n" + FLOW, prune="prune: {jobs: false}"), lv, owned("src.orders"), running(gone, "f")
+    )
+    assert kept.changes == ()
+    assert any("prune.jobs is off" in w for w in kept.warnings)
+
+
+def test_unknown_job_status_plans_no_job_change_and_warns() -> None:
+    ds = desired(FLOW)
+    p = plan(ds, live(src=[topic("orders")], dst=[topic("src.orders")]), owned("src.orders"), JobStatus(known=False))
+    assert p.changes == () and any("job runner could not be asked" in w for w in p.warnings)
+
+
+def test_changed_fields_lists_paths() -> None:
+    assert changed_fields({"a": {"b": 1, "c": [1]}}, {"a": {"b": 2, "c": [1, 2]}}) == "a.b, a.c"
+    assert changed_fields(None, {"a": 1}) == "no record of the previous spec"
