@@ -1,0 +1,364 @@
+"""The replication job of one flow: a PySpark Structured Streaming query from the source to the target cluster.
+
+Started by a runner as `spark-submit ... reconciler/replication/entry.py --spec SPEC --digest D --checkpoint DIR`.
+
+Record path (JVM only, no Python per record): the Kafka source with the flow's anchored `subscribePattern`,
+`includeHeaders`, `read_committed` and a short metadata age (new topics and partitions are seen at the next
+trigger and start from their earliest offset), projected to the Kafka sink's columns: `topic` (the naming
+policy's SQL expression), `partition` (the source partition), `key`, `value` (nulls stay nulls: tombstones stay
+tombstones), `headers`. Spark 4.0's sink has no timestamp column (`KafkaRowWriter` sends
+`ProducerRecord(topic, partition, key, value, headers)`), so the source timestamp travels as one extra last
+header that `TimestampInterceptor` (see `interceptor.py`) turns back into the record timestamp inside the
+sink's producer. The producer is idempotent with `acks=all`, and each Kafka partition is one Spark task, so
+order within a partition is kept.
+
+Per micro-batch (`foreachBatch`, on the driver): cache the batch; aggregate per source partition the last
+source offset and the record count; create or grow the remote topics it needs (`RemoteTopicKeeper`, the
+planner's rules); write; read the target end offsets of the partitions written to, and, since kmirror is the
+only writer of its remote topics and writes without transactions, map each partition's last copied source
+offset to (target end - 1); feed those pairs to MM2's offset-sync rule and produce the syncs. A driver thread
+emits heartbeats into the source. Progress lives in the Spark checkpoint (`spark.checkpoint_root/<flow>`);
+a restart or redeploy resumes from it, at least once.
+
+SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
+writes anything (Spark re-runs it on the next start), the query stops, the process exits 0.
+
+Secrets: `${env:..}` and `${file:..}` references are resolved here, from this process's environment, into
+in-memory options only. Must not: write a resolved secret to a file, a log line or a command line; or run
+Python code per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.replication.interceptor import INTERCEPTOR_CLASS, TIMESTAMP_HEADER
+from reconciler.replication.internal_topics import Heartbeater, OffsetSyncPublisher, ensure_internal_topics
+from reconciler.replication.jobspec import JobSpec
+from reconciler.replication.remote_topics import RemoteTopicKeeper
+from reconciler.spec.client_config import java_client_properties, kafka_client_config
+from reconciler.spec.models import FlowSpec
+from reconciler.spec.secrets import SecretRef
+
+log = logging.getLogger("kmirror.job")
+
+#: Spark settings kmirror reads from `spark.conf` (they are Spark-prefixed so spark-submit passes them on).
+MAX_OFFSETS_PER_TRIGGER = "spark.kmirror.maxOffsetsPerTrigger"
+TRIGGER_INTERVAL = "spark.kmirror.triggerInterval"
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
+DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
+#: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
+#: client-side metadata cache of the consumers and admin it uses).
+METADATA_MAX_AGE_MS = "3000"
+#: Producer settings for throughput; the flow's `replication.producer` overrides them. Idempotence and
+#: acks=all are not overridable.
+SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}
+SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all", "interceptor.classes": INTERCEPTOR_CLASS}
+
+
+class StopRequested(Exception):
+    """Raised by a batch that starts after SIGTERM: it writes nothing and is re-run on the next start."""
+
+
+def source_options(flow: FlowSpec, source: Mapping[str, str], consumer: Mapping[str, str]) -> dict[str, str]:
+    """Spark Kafka source options (the cluster's Java client properties are in `source`, secrets resolved)."""
+    options = {f"kafka.{k}": v for k, v in source.items()}
+    options.update({f"kafka.{k}": v for k, v in consumer.items()})
+    options.update(
+        {
+            "subscribePattern": flow.subscribe_pattern(),
+            "includeHeaders": "true",
+            "kafka.isolation.level": "read_committed",
+            "kafka.metadata.max.age.ms": METADATA_MAX_AGE_MS,
+            "startingOffsets": flow.replication.start_from,
+            # A replicator must not wedge on records that aged out or on a topic leaving the filter; the gap
+            # shows up as an offset-sync at once (MM2 behaves the same).
+            "failOnDataLoss": "false",
+        }
+    )
+    return options
+
+
+def sink_options(target: Mapping[str, str], producer: Mapping[str, str]) -> dict[str, str]:
+    options = {f"kafka.{k}": v for k, v in target.items()}
+    options.update({f"kafka.{k}": v for k, v in SINK_PRODUCER_DEFAULTS.items()})
+    options.update({f"kafka.{k}": v for k, v in producer.items()})
+    options.update({f"kafka.{k}": v for k, v in SINK_PRODUCER_FIXED.items()})
+    return options
+
+
+def sink_projection(flow: FlowSpec) -> list[str]:
+    """The sink's columns as SQL expressions over the source's columns."""
+    timestamp_header = (
+        f"named_struct('key', '{TIMESTAMP_HEADER}', 'value', CAST(CAST(unix_millis(timestamp) AS STRING) AS BINARY))"
+    )
+    return [
+        f"{flow.spark_remote_topic_expr('topic')} AS topic",
+        "partition",
+        "key",
+        "value",
+        f"CASE WHEN headers IS NULL THEN array({timestamp_header}) "
+        f"ELSE concat(headers, array({timestamp_header})) END AS headers",
+    ]
+
+
+class ReplicationJob:
+    def __init__(self, spec: JobSpec, checkpoint: Path, status_path: Path) -> None:
+        self.spec = spec
+        self.flow = spec.flow
+        self.checkpoint = checkpoint
+        self.status = StatusFile(status_path, flow=spec.flow_name, digest=spec.digest)
+        self._stopping = threading.Event()
+        self.batches = 0
+        self.records = 0
+        self.bytes = 0
+
+    # -- clients (secrets resolved here, kept in memory only) -----------------------------------------------
+    def _client(self, alias: str) -> dict[str, Any]:
+        return kafka_client_config(self.spec.cluster(alias), alias=alias, base_dir=self.spec.base_dir)
+
+    def _java(self, alias: str) -> dict[str, str]:
+        return java_client_properties(self.spec.cluster(alias), alias=alias, base_dir=self.spec.base_dir)
+
+    def _resolved(self, props: Mapping[str, Any]) -> dict[str, str]:
+        out = {}
+        for k, v in props.items():
+            value = v.resolve(self.spec.base_dir) if isinstance(v, SecretRef) else v
+            out[k] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def run(self) -> int:
+        flow = self.flow
+        policy = flow.policy()
+        self.status.update(state="starting", pid=os.getpid())
+        source_admin = KafkaAdmin(flow.source, self._client(flow.source))
+        target_admin = KafkaAdmin(flow.target, self._client(flow.target))
+        if flow.offsets.offset_syncs_location == "source":
+            syncs_cluster, syncs_topic = flow.source, policy.offset_syncs_topic(flow.target)
+        else:
+            syncs_cluster, syncs_topic = flow.target, policy.offset_syncs_topic(flow.source)
+        source_internal = [policy.heartbeats_topic()] if flow.heartbeats.enabled else []
+        if syncs_cluster == flow.source:
+            source_internal.append(syncs_topic)
+        ensure_internal_topics(source_admin, source_internal)
+        if syncs_cluster == flow.target:
+            ensure_internal_topics(target_admin, [syncs_topic])
+
+        self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
+        self.topics.refresh()
+        self.target_admin = target_admin
+        self.syncs = OffsetSyncPublisher(
+            self._client(syncs_cluster),
+            syncs_topic,
+            offset_lag_max=flow.offsets.offset_lag_max,
+            client_id=f"kmirror-{flow.name}-offset-syncs",
+        )
+
+        spark = self._spark_session()
+        query = self._start_query(spark)
+        self.status.update(state="running", app_id=spark.sparkContext.applicationId, query_id=str(query.id))
+        heartbeats = None
+        if flow.heartbeats.enabled:
+            heartbeats = Heartbeater(
+                self._client(flow.source),
+                policy.heartbeats_topic(),
+                flow.source,
+                flow.target,
+                flow.heartbeats.interval.total_seconds(),
+            )
+            heartbeats.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        log.info(
+            "flow %s: replicating %s -> %s (query %s, app %s, checkpoint %s)",
+            flow.name,
+            flow.source,
+            flow.target,
+            query.id,
+            spark.sparkContext.applicationId,
+            self.checkpoint,
+        )
+        error = self._await(query)
+        if heartbeats is not None:
+            heartbeats.stop()
+        self.syncs.close()
+        self._report(final=True)
+        self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
+        spark.stop()
+        return 1 if error else 0
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._stopping.set()
+        self.status.update(state="stopping")
+
+    def _await(self, query: Any) -> str | None:
+        """Wait for the query to end (failure) or for a stop signal (graceful). The failure text, or None."""
+        last_report = time.monotonic()
+        while not self._stopping.is_set():
+            try:
+                if query.awaitTermination(0.5):
+                    break
+            except Exception:
+                break
+            self.syncs.flush_delayed()
+            if time.monotonic() - last_report >= 30:
+                self._report()
+                last_report = time.monotonic()
+        if self._stopping.is_set():
+            log.info("stop requested: finishing the batch in flight")
+            while query.isActive and query.status.get("isTriggerActive"):
+                time.sleep(0.1)
+            query.stop()
+        exc = query.exception()
+        if exc is None or "StopRequested" in str(exc):
+            return None
+        text = str(exc).strip().splitlines()
+        message = text[0] if text else type(exc).__name__
+        log.error("query failed: %s", exc)
+        return message[:2000]
+
+    def _report(self, *, final: bool = False) -> None:
+        log.info(
+            "%sbatches=%d records=%d bytes=%d offset-syncs=%d remote-topics-created=%d",
+            "final: " if final else "",
+            self.batches,
+            self.records,
+            self.bytes,
+            self.syncs.emitted,
+            len(self.topics.created),
+        )
+
+    # -- Spark ----------------------------------------------------------------------------------------------
+    def _spark_session(self) -> Any:
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName(f"kmirror-{self.flow.name}")
+        # Settings holding references are resolved here rather than passed on spark-submit's command line.
+        refs = {k: v for k, v in self.spec.spark.conf.items() if isinstance(v, SecretRef)}
+        for key, value in self._resolved(refs).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+        return spark
+
+    def _start_query(self, spark: Any) -> Any:
+        flow = self.flow
+        conf = spark.conf
+        source = source_options(flow, self._java(flow.source), self._resolved(flow.replication.consumer))
+        source["maxOffsetsPerTrigger"] = str(conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER)))
+        self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer))
+        self._projection = sink_projection(flow)
+        stream = spark.readStream.format("kafka").options(**source).load()
+        return (
+            stream.select("topic", "partition", "offset", "key", "value", "headers", "timestamp")
+            .writeStream.queryName(f"kmirror-{flow.name}")
+            .option("checkpointLocation", str(self.checkpoint))
+            .trigger(processingTime=conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL))
+            .foreachBatch(self._batch)
+            .start()
+        )
+
+    def _batch(self, df: Any, batch_id: int) -> None:
+        if self._stopping.is_set():
+            log.info(
+                "batch %d began after the stop request: refused before writing; it re-runs on the next start "
+                "(Spark logs the refusal as an error)",
+                batch_id,
+            )
+            raise StopRequested(f"batch {batch_id} refused: the job is stopping")
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        started = time.monotonic()
+        df.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            stats = (
+                df.groupBy("topic", "partition")
+                .agg(
+                    F.max("offset").alias("last"),
+                    F.count(F.lit(1)).alias("n"),
+                    F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias(
+                        "bytes"
+                    ),
+                )
+                .collect()
+            )
+            if not stats:
+                return
+            touched: dict[str, int] = {}
+            for row in stats:
+                touched[row["topic"]] = max(touched.get(row["topic"], 0), row["partition"])
+            self.topics.ensure(touched)
+            df.selectExpr(*self._projection).write.format("kafka").options(**self._sink).save()
+        finally:
+            df.unpersist()
+        last = {(r["topic"], r["partition"]): int(r["last"]) for r in stats}
+        remote = {tp: (self.flow.remote_topic(tp[0]), tp[1]) for tp in last}
+        ends = self.target_admin.end_offsets(set(remote.values()))
+        pairs = {tp: (last[tp], ends[remote[tp]] - 1) for tp in last}
+        synced = self.syncs.observe(pairs)
+        n = sum(r["n"] for r in stats)
+        size = sum(r["bytes"] or 0 for r in stats)
+        self.batches += 1
+        self.records += n
+        self.bytes += size
+        elapsed = time.monotonic() - started
+        log.debug("batch %d: %d records, %d partitions, %d syncs, %.2fs", batch_id, n, len(stats), synced, elapsed)
+        self.status.update(
+            batches=self.batches,
+            records=self.records,
+            bytes=self.bytes,
+            last_batch_id=batch_id,
+            last_batch_at=time.time(),
+            last_batch_seconds=round(elapsed, 3),
+            offset_syncs=self.syncs.emitted,
+        )
+
+
+class StatusFile:
+    """`status.json` beside the spec: what the runner and `kmirror status` read. Written atomically."""
+
+    def __init__(self, path: Path, **fixed: Any) -> None:
+        self.path = path
+        self._data: dict[str, Any] = {**fixed, "started_at": time.time()}
+        self._lock = threading.Lock()
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self._data.update(fields, updated_at=time.time())
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text(json.dumps(self._data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.replace(self.path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kmirror-replication-job", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", type=Path, required=True, help="the job spec file the runner wrote")
+    parser.add_argument("--digest", required=True, help="the flow's spec digest (checked against the file)")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="the Spark checkpoint folder of the flow")
+    parser.add_argument("--status", type=Path, help="status file (default: status.json beside the spec)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spec = JobSpec.read(args.spec)
+    if spec.digest != args.digest:
+        log.error("spec file %s has digest %s, the command line says %s", args.spec, spec.digest, args.digest)
+        return 2
+    job = ReplicationJob(spec, args.checkpoint, args.status or args.spec.with_name("status.json"))
+    try:
+        return job.run()
+    except Exception as exc:
+        job.status.update(state="failed", error=str(exc)[:2000], stopped_at=time.time())
+        log.exception("the replication job of flow %s failed", spec.flow_name)
+        return 1

@@ -1,0 +1,89 @@
+"""The spec file a replication job is started with: a flow's effective spec plus where its paths resolve.
+
+The runner writes it (`JobSpec.write`), the job reads it (`JobSpec.read`). It holds exactly the flow's
+effective spec (`DesiredState.flow_effective_spec`): the flow, its two clusters and the Spark settings, with
+secrets as the `${env:..}`/`${file:..}` references the user wrote, plus the folder of the desired-state file
+(relative checkpoint roots and `${file:..}` paths resolve against it). The job resolves references from its own
+environment at the moment it builds a client.
+
+Must not: hold a resolved secret, or do anything but (de)serialise and rebuild the spec models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import ConfigError
+from reconciler.spec.models import ClusterSpec, FlowSpec, SparkSpec
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What one flow's job runs with. `effective` is `flow_effective_spec(...)`, JSON-shaped."""
+
+    flow_name: str
+    effective: Mapping[str, Any]
+    digest: str
+    base_dir: Path
+
+    @property
+    def flow(self) -> FlowSpec:
+        return FlowSpec.model_validate(self.effective["flow"])
+
+    @property
+    def spark(self) -> SparkSpec:
+        return SparkSpec.model_validate(self.effective["spark"])
+
+    def cluster(self, alias: str) -> ClusterSpec:
+        try:
+            return ClusterSpec.model_validate(self.effective["clusters"][alias])
+        except KeyError:
+            raise ConfigError(f"the job spec of flow {self.flow_name} names no cluster '{alias}'") from None
+
+    def checkpoint_dir(self) -> Path:
+        """`spark.checkpoint_root/<flow>`, a relative root taken from the desired-state file's folder."""
+        root = Path(self.spark.checkpoint_root).expanduser()
+        if not root.is_absolute():
+            root = self.base_dir / root
+        return root / self.flow_name
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "flow": self.flow_name,
+            "digest": self.digest,
+            "base_dir": str(self.base_dir),
+            "spec": dict(self.effective),
+        }
+
+    def write(self, path: Path) -> None:
+        """Write atomically (a job starting at that moment never reads half a file); owner-only permissions."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(self.to_json(), out, indent=2, sort_keys=True)
+            out.write("\n")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> JobSpec:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read the job spec {path}: {exc}") from exc
+        if data.get("format_version") != FORMAT_VERSION:
+            raise ConfigError(
+                f"{path}: job spec format {data.get('format_version')!r} is not {FORMAT_VERSION}; "
+                "redeploy the flow with this kmirror version"
+            )
+        spec = cls(data["flow"], data["spec"], data["digest"], Path(data["base_dir"]))
+        spec.flow  # noqa: B018 - validate the flow now, so a broken file fails before Spark starts
+        return spec

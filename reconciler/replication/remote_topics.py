@@ -1,0 +1,111 @@
+"""Creates and grows remote topics from inside the running job, by the planner's own rules.
+
+Before the job writes a micro-batch, every remote topic the batch writes to must exist with at least as many
+partitions as its source (brokers run with `auto.create.topics.enable=false`, and the job keeps partition
+numbers). `RemoteTopicKeeper.ensure` checks the batch's source partitions against what it already ensured and,
+when something is new (or every `refresh_interval` seconds, to pick up idle new topics too), reads the source's
+topic list and makes the target match: the same `replicated_topics` and `synced_configs` the planner's create
+action uses, the source's partition count, the flow's replication factor. Partitions only grow.
+
+Must not: delete anything, shrink anything, or touch a topic the flow does not replicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.errors import KmirrorError
+from reconciler.live.model import ClusterState, TopicInfo
+from reconciler.plan.topics import replicated_topics, synced_configs
+from reconciler.spec.models import FlowSpec
+
+log = logging.getLogger(__name__)
+
+#: Metadata can lag a moment behind a batch that already saw a new partition; retry before giving up.
+_ENSURE_ATTEMPTS = 8
+
+
+class RemoteTopicError(KmirrorError):
+    """A remote topic could not be created or grown; the batch is not written."""
+
+
+class RemoteTopicKeeper:
+    def __init__(
+        self, flow: FlowSpec, source: KafkaAdmin, target: KafkaAdmin, *, refresh_interval: float = 5.0
+    ) -> None:
+        self.flow = flow
+        self.source = source
+        self.target = target
+        self.refresh_interval = refresh_interval
+        #: source topic -> partition count its remote topic is known to have (at least)
+        self._ensured: dict[str, int] = {}
+        self._refreshed_at = float("-inf")
+        self.created: list[str] = []
+        self.grown: list[str] = []
+
+    def ensure(self, touched: Mapping[str, int]) -> None:
+        """Make sure each source topic's remote topic holds partition `touched[topic]` (the highest seen)."""
+        if not self._missing(touched) and time.monotonic() - self._refreshed_at < self.refresh_interval:
+            return
+        for attempt in range(_ENSURE_ATTEMPTS):
+            self.refresh()
+            missing = self._missing(touched)
+            if not missing:
+                return
+            time.sleep(min(0.25 * 2**attempt, 4.0))
+        raise RemoteTopicError(
+            f"flow {self.flow.name}: the remote topics of {sorted(missing)} could not be made to hold the "
+            f"partitions the batch writes to ({dict(sorted(missing.items()))}); see the job log."
+        )
+
+    def _missing(self, touched: Mapping[str, int]) -> dict[str, int]:
+        return {t: p for t, p in touched.items() if self._ensured.get(t, 0) <= p}
+
+    def refresh(self) -> None:
+        """Read the source's topics and create or grow every remote topic that is missing or too small."""
+        source = self.source.topics()
+        state = ClusterState(
+            self.flow.source,
+            {n: TopicInfo(n, m.partitions, m.replication_factor) for n, m in source.items()},
+            None,
+        )
+        wanted = {s: r for s, r in replicated_topics(self.flow, state).items() if s in source}
+        target = self.target.topics()
+        new = sorted(s for s, r in wanted.items() if r not in target)
+        configs = self.source.explicit_topic_configs(new) if new else {}
+        creates = [
+            (
+                wanted[s],
+                source[s].partitions,
+                self.flow.topic_defaults.replication_factor,
+                synced_configs(self.flow, configs.get(s, {})),
+            )
+            for s in new
+        ]
+        grows = {
+            r: source[s].partitions
+            for s, r in wanted.items()
+            if r in target and target[r].partitions < source[s].partitions
+        }
+        failed = set()
+        for outcome in self.target.create_topics(creates) + self.target.create_partitions(grows):
+            if not outcome.ok:
+                failed.add(outcome.key)
+                log.warning("remote topic %s on %s: %s", outcome.key, self.target.cluster, outcome.message)
+        for name, *_ in creates:
+            if name not in failed:
+                self.created.append(name)
+                log.info("created remote topic %s on %s", name, self.target.cluster)
+        for name, count in grows.items():
+            if name not in failed:
+                self.grown.append(name)
+                log.info("grew remote topic %s on %s to %d partitions", name, self.target.cluster, count)
+        self._ensured = {
+            s: max(source[s].partitions, target[r].partitions if r in target else 0)
+            for s, r in wanted.items()
+            if r not in failed
+        }
+        self._refreshed_at = time.monotonic()
