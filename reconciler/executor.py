@@ -24,6 +24,8 @@ RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
 
 class ChangeRecorder(Protocol):
+    def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None: ...
+
     def record(
         self,
         address: str,
@@ -87,6 +89,7 @@ class Executor:
         for cluster, items in per_cluster.items():
             admin = self.admins[cluster]
             creates = [c for c in items if c.action == Action.CREATE]
+            self._intend(creates)
             results = _retry(functools.partial(_create_topics, admin), creates)
             for c in creates:
                 self._done(c, results[c.address])
@@ -94,6 +97,8 @@ class Executor:
             for c in (c for c in items if c.action == Action.DELETE):
                 # Topic deletion is opt-in (prune.topics) and irreversible; done one by one on purpose.
                 self._done(c, _delete_topic(admin, c))
+            for c in (c for c in items if c.action not in (Action.CREATE, Action.UPDATE, Action.DELETE)):
+                self._done(c, Outcome(c.address, False, f"a topic cannot be {c.action.value}d by kmirror"))
 
     def _topic_updates(self, admin: KafkaAdmin, updates: list[ResourceChange]) -> None:
         if not updates:
@@ -132,6 +137,7 @@ class Executor:
                 before, after = _entries(c.before), _entries(c.after)
                 to_create[c.address] = sorted(after - before)
                 to_delete[c.address] = sorted(before - after)
+            self._intend([c for c in items if c.action == Action.CREATE])
             created = admin.create_acls([e for es in to_create.values() for e in es])
             deleted = admin.delete_acls([e for es in to_delete.values() for e in es])
             results = iter(created + deleted)
@@ -178,6 +184,10 @@ class Executor:
         attributes = None if c.action == Action.DELETE else _recorded_form(c)
         self.recorder.record(c.address, c.kind.value, attributes, c.action.value, outcome.outcome, outcome.message)
         self._emit(outcome)
+
+    def _intend(self, creates: list[ResourceChange]) -> None:
+        if creates:
+            self.recorder.intend([(c.address, c.kind.value, _recorded_form(c)) for c in creates])
 
     def _skip(self, c: ResourceChange, why: str) -> None:
         self.recorder.record(c.address, c.kind.value, None, c.action.value, "skipped", why)

@@ -17,7 +17,7 @@ from reconciler.adapters.live_reader import admins_for, read_live_state
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome, Executor, JobRunner
 from reconciler.plan.builder import build_plan
-from reconciler.plan.definition import Plan
+from reconciler.plan.definition import Plan, internal_topic_address
 from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.spec.models import DesiredState
 from reconciler.state.lock import StateLock, force_unlock
@@ -80,8 +80,11 @@ def make_plan(
     )
 
 
-def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot) -> None:
-    """Refuse a saved plan when the state moved or the resources it touches changed since it was made."""
+def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_topic: str = "") -> None:
+    """Refuse a saved plan when the state moved or the resources it touches changed since it was made.
+
+    `state_topic` (an internal_topic address) is exempt: taking the lock creates the state topic itself.
+    """
     if saved.state.lineage != snapshot.lineage or saved.state.serial != snapshot.serial:
         raise StalePlanError(
             f"Saved plan is stale: it was made against state serial {saved.state.serial} "
@@ -92,6 +95,8 @@ def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot) -> None:
     now = {c.address: c for c in fresh.changes}
     moved = []
     for c in saved.changes:
+        if c.address == state_topic:
+            continue
         current = now.get(c.address)
         if current is None:
             moved.append(f"{c.address} (no longer needs this change)")
@@ -123,7 +128,8 @@ def apply(
         admins = admins_for(desired, timeout)
         fresh = make_plan(desired, recorded=snapshot.recorded(), targets=targets, admins=admins, timeout=timeout)
         if saved is not None:
-            check_saved_plan(saved, fresh, snapshot)
+            state_topic = internal_topic_address(desired.state.cluster, desired.state.topic)
+            check_saved_plan(saved, fresh, snapshot, state_topic)
         plan = saved or fresh
         if not plan.has_changes or not confirm(plan):
             return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None

@@ -18,6 +18,8 @@ class RecordedResource:
     address: str
     kind: str
     attributes: Mapping[str, Any]
+    #: Recorded before the call that creates it, by an apply that did not get to confirm it (it was killed).
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,10 @@ class RecordedState:
 
     def owns(self, address: str) -> bool:
         return address in self.resources
+
+    def pending(self, address: str) -> bool:
+        r = self.resources.get(address)
+        return r is not None and r.pending
 
     def get(self, address: str) -> Mapping[str, Any] | None:
         r = self.resources.get(address)

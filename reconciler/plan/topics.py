@@ -21,6 +21,8 @@ from reconciler.plan.inputs import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
 
 COMPACT = {"cleanup.policy": "compact"}
+#: The reason of a change that only records, as applied, what an interrupted apply created before it died.
+CONFIRM_PENDING = "created by an interrupted apply; recording it as applied"
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,19 @@ def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: Recorde
         wanted_addresses.add(address)
         current = live.clusters[rt.target_cluster].topics.get(rt.name)
         flow = desired.flow(rt.flow)
-        _plan_one(out, rt, address, current, recorded.owns(address), _exclusion(flow))
+        _plan_one(out, rt, address, current, recorded.owns(address), _exclusion(flow), recorded.pending(address))
     _plan_removed(out, desired, live, recorded, wanted_addresses)
     return out
 
 
 def _plan_one(
-    out: TopicPlan, rt: RemoteTopic, address: str, current: TopicInfo | None, owned: bool, excluded: Any
+    out: TopicPlan,
+    rt: RemoteTopic,
+    address: str,
+    current: TopicInfo | None,
+    owned: bool,
+    excluded: Any,
+    pending: bool = False,
 ) -> None:
     origin = f"{rt.source_cluster}:{rt.source_topic} (flow {rt.flow})"
     if current is None:
@@ -167,6 +175,8 @@ def _plan_one(
             out.warnings.append(
                 f"{address}: adopting a topic that already holds records; replicated records are appended after them."
             )
+    if not reasons and pending:
+        reasons.append(CONFIRM_PENDING)
     if not reasons:
         return
     out.changes.append(
@@ -239,8 +249,9 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
                     reason=purpose,
                 )
             )
-        elif current.configs.get("cleanup.policy") != "compact":
+        elif current.configs.get("cleanup.policy") != "compact" or recorded.pending(address):
             configs = {**current.configs, **COMPACT}
+            why = "must be compacted" if current.configs.get("cleanup.policy") != "compact" else CONFIRM_PENDING
             out.changes.append(
                 ResourceChange(
                     address=address,
@@ -248,7 +259,7 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
                     action=Action.UPDATE,
                     before=_form(cluster, name, current.partitions, current.replication_factor, current.configs),
                     after=_form(cluster, name, current.partitions, current.replication_factor, configs),
-                    reason=f"{purpose}: must be compacted",
+                    reason=f"{purpose}: {why}",
                 )
             )
     return out

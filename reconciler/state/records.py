@@ -60,7 +60,9 @@ class StateSnapshot:
             lineage=self.lineage,
             serial=self.serial,
             resources={
-                a: RecordedResource(address=a, kind=r["kind"], attributes=r["attributes"])
+                a: RecordedResource(
+                    address=a, kind=r["kind"], attributes=r["attributes"], pending=bool(r.get("pending"))
+                )
                 for a, r in self.resources.items()
             },
         )

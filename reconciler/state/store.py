@@ -159,6 +159,20 @@ class ApplySession:
         }
         self._write([(META, {"lineage": self.lineage, "serial": self.serial, "updated_at": _now()}), self._hist()])
 
+    def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None:
+        """Record resources about to be created, as pending, in one transaction before the call that creates them.
+
+        A crash between the broker creating them and `record` leaves them owned (pending), so the next plan
+        treats them as kmirror's own and plans exactly the remaining work, instead of calling them foreign.
+        """
+        records: list[tuple[str, dict[str, Any] | None]] = [
+            (RESOURCE + address, self._resource(address, kind, attributes, pending=True))
+            for address, kind, attributes in items
+            if attributes is not None
+        ]
+        if records:
+            self._write(records)
+
     def record(
         self,
         address: str,
@@ -168,24 +182,33 @@ class ApplySession:
         outcome: str,
         message: str = "",
     ) -> None:
-        """Record one change as done (attributes = its applied form; None: resource gone) or as failed/skipped."""
+        """Record one change as done (attributes = its applied form; None: resource gone) or as failed/skipped.
+
+        A create that did not happen withdraws its pending record; other failures leave the record as it was.
+        """
         self._history["changes"].append({"address": address, "action": action, "outcome": outcome, "message": message})
         records: list[tuple[str, dict[str, Any] | None]] = [self._hist()]
         if outcome == "applied":
-            value = (
-                None
-                if attributes is None
-                else {
-                    "address": address,
-                    "kind": kind,
-                    "attributes": dict(attributes),
-                    "serial": self.serial,
-                    "plan_id": self._history["plan_id"],
-                    "applied_at": _now(),
-                }
-            )
+            value = None if attributes is None else self._resource(address, kind, attributes)
             records.insert(0, (RESOURCE + address, value))
+        elif action == "create":
+            records.insert(0, (RESOURCE + address, None))
         self._write(records)
+
+    def _resource(
+        self, address: str, kind: str, attributes: Mapping[str, Any], pending: bool = False
+    ) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "address": address,
+            "kind": kind,
+            "attributes": dict(attributes),
+            "serial": self.serial,
+            "plan_id": self._history["plan_id"],
+            "applied_at": _now(),
+        }
+        if pending:
+            doc["pending"] = True
+        return doc
 
     def finish(self, status: str) -> None:
         self._history["status"] = status

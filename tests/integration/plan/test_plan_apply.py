@@ -1,0 +1,235 @@
+"""`kmirror plan` and `kmirror apply` on the real local clusters (Kafka 3.9 source, 4.x target)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KafkaCluster
+from tests.integration.plan.harness import (
+    KMIRROR,
+    World,
+    add_partitions,
+    create_topics,
+    describe,
+    new_world,
+    set_config,
+    topic_exists,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def world(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> World:
+    return new_world(tmp_path, source, target)
+
+
+def _topic_changes(plan: dict) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {c["address"]: c for c in plan["changes"] if c["kind"] == "topic"}
+
+
+def test_plan_creates_exact_mirrors_then_stays_empty_and_shows_one_source_change(world: World) -> None:
+    a, b = f"{world.prefix}orders", f"{world.prefix}clicks"
+    create_topics(
+        world.source,
+        (a, 3, {"retention.ms": "3600000", "cleanup.policy": "compact", "min.insync.replicas": "1"}),
+        (b, 2, {}),  # broker defaults only
+    )
+    spec = world.spec()
+
+    plan = world.plan_json(spec)
+    topics = _topic_changes(plan)
+    ra, rb = world.remote(a), world.remote(b)
+    assert set(topics) == {
+        f"topic/{world.dst}/{ra}",
+        f"topic/{world.dst}/{rb}",
+        f"topic/{world.dst}/{world.src}.heartbeats",
+    }
+    assert topics[f"topic/{world.dst}/{ra}"]["after"]["partitions"] == 3
+    # exactly the explicitly set source configs, minus MM2's exclusion list (min.insync.replicas)
+    assert topics[f"topic/{world.dst}/{ra}"]["after"]["configs"] == {
+        "cleanup.policy": "compact",
+        "retention.ms": "3600000",
+    }
+    assert topics[f"topic/{world.dst}/{rb}"]["after"]["configs"] == {}
+
+    applied = world.kmirror("apply", "-f", str(spec), "--auto-approve")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert describe(world.target, ra) == (3, {"cleanup.policy": "compact", "retention.ms": "3600000"})
+    assert describe(world.target, rb) == (2, {})
+
+    for _ in range(2):  # no perpetual diff: broker defaults never show up as changes
+        again = world.kmirror("plan", "-f", str(spec), "--detailed-exitcode")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "No changes" in again.stdout
+    reapplied = world.kmirror("apply", "-f", str(spec), "--auto-approve")
+    assert reapplied.returncode == 0 and "No changes" in reapplied.stdout
+
+    set_config(world.source, a, "retention.ms", "7200000")
+    add_partitions(world.source, b, 5)
+    changed = world.plan_json(spec)
+    assert [(c["address"], c["action"]) for c in changed["changes"]] == [
+        (f"topic/{world.dst}/{rb}", "update"),
+        (f"topic/{world.dst}/{ra}", "update"),
+    ]
+    by = _topic_changes(changed)
+    assert by[f"topic/{world.dst}/{ra}"]["after"]["configs"]["retention.ms"] == "7200000"
+    assert by[f"topic/{world.dst}/{rb}"]["after"]["partitions"] == 5
+    assert world.kmirror("apply", "-f", str(spec), "--auto-approve").returncode == 0
+    assert describe(world.target, rb)[0] == 5
+    assert world.kmirror("plan", "-f", str(spec), "--detailed-exitcode").returncode == 0
+
+
+def test_drift_made_by_hand_on_the_target_is_planned_back(world: World) -> None:
+    a = f"{world.prefix}orders"
+    create_topics(world.source, (a, 1, {"retention.ms": "3600000"}))
+    spec = world.spec()
+    world.kmirror("apply", "-f", str(spec), "--auto-approve", check=True)
+    set_config(world.target, world.remote(a), "retention.ms", "1")
+    set_config(world.target, world.remote(a), "segment.ms", "600000")
+    drift = world.kmirror("plan", "-f", str(spec), "--detailed-exitcode")
+    assert drift.returncode == 2
+    assert 'retention.ms = "1" -> "3600000"' in drift.stdout and "segment.ms" in drift.stdout
+    world.kmirror("apply", "-f", str(spec), "--auto-approve", check=True)
+    assert describe(world.target, world.remote(a))[1] == {"retention.ms": "3600000"}
+
+
+def test_existing_target_topic_not_owned_is_refused_at_plan_time(world: World) -> None:
+    a = f"{world.prefix}orders"
+    create_topics(world.source, (a, 1, {}))
+    create_topics(world.target, (a, 1, {}))
+    spec = world.spec(naming="identity")
+    result = world.kmirror("plan", "-f", str(spec))
+    assert result.returncode == 1
+    assert f"topic/{world.dst}/{a}" in result.stderr and "adopt_existing" in result.stderr
+    adopt = world.spec("replication: {adopt_existing: true}", naming="identity", name="adopt.yaml")
+    world.kmirror("apply", "-f", str(adopt), "--auto-approve", check=True)
+    assert world.kmirror("plan", "-f", str(adopt), "--detailed-exitcode").returncode == 0
+
+
+def test_saved_plan_is_refused_when_the_world_changed(world: World) -> None:
+    a, b = f"{world.prefix}a", f"{world.prefix}b"
+    create_topics(world.source, (a, 1, {}), (b, 1, {}))
+    spec = world.spec()
+    plan_file = world.tmp / "plan.json"
+    world.kmirror("plan", "-f", str(spec), "--out", str(plan_file), check=True)
+
+    # Someone creates one of the planned remote topics by hand.
+    create_topics(world.target, (world.remote(a), 1, {}))
+    refused = world.kmirror("apply", "-f", str(spec), str(plan_file))
+    assert refused.returncode == 1
+    assert "stale" in refused.stderr.lower() or "kmirror did not create it" in refused.stderr
+    assert not topic_exists(world.target, world.remote(b)), "a refused plan changed nothing"
+
+    # Another apply runs between plan and apply: the state serial moved.
+    other = new_world(world.tmp, world.source, world.target)
+    create_topics(world.source, (f"{other.prefix}x", 1, {}))
+    spec2 = other.spec(name="other.yaml")
+    plan2 = world.tmp / "plan2.json"
+    other.kmirror("plan", "-f", str(spec2), "--out", str(plan2), check=True)
+    other.kmirror("apply", "-f", str(spec2), "--auto-approve", check=True)
+    stale = other.kmirror("apply", "-f", str(spec2), str(plan2))
+    assert stale.returncode == 1 and "Saved plan is stale" in stale.stderr
+    assert "serial 0" in stale.stderr and "serial 1" in stale.stderr
+
+
+def test_saved_plan_applies_exactly_what_was_reviewed(world: World) -> None:
+    a = f"{world.prefix}a"
+    create_topics(world.source, (a, 2, {"retention.ms": "60000"}))
+    spec = world.spec()
+    plan_file = world.tmp / "plan.json"
+    world.kmirror("plan", "-f", str(spec), "--out", str(plan_file), check=True)
+    applied = world.kmirror("apply", "-f", str(spec), str(plan_file))
+    assert applied.returncode == 0, applied.stderr
+    assert describe(world.target, world.remote(a)) == (2, {"retention.ms": "60000"})
+    history = json.loads(world.kmirror("state", "history", "-f", str(spec), "--format", "json", check=True).stdout)
+    assert [h["plan_id"] for h in history["applies"]] == [json.loads(plan_file.read_text())["plan_id"]]
+    assert history["applies"][0]["status"] == "completed"
+
+
+def test_two_applies_started_together_do_not_interleave(world: World) -> None:
+    create_topics(world.source, *((f"{world.prefix}t{i}", 1, {}) for i in range(40)))
+    spec = world.spec()
+    env = {**os.environ, "NO_COLOR": "1"}
+    procs = [
+        subprocess.Popen(
+            [*KMIRROR, "apply", "-f", str(spec), "--auto-approve"],
+            cwd=world.tmp,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=180), *p.communicate()) for p in procs]
+    codes = sorted(r[0] for r in results)
+    assert codes == [0, 1], results
+    loser = next(r for r in results if r[0] == 1)
+    assert "the state is locked: lock" in loser[2] and "held by" in loser[2]
+    history = json.loads(world.kmirror("state", "history", "-f", str(spec), "--format", "json", check=True).stdout)
+    assert len(history["applies"]) == 1 and history["applies"][0]["status"] == "completed"
+    assert world.kmirror("plan", "-f", str(spec), "--detailed-exitcode").returncode == 0
+
+
+def test_apply_killed_half_way_leaves_true_state_and_the_next_apply_finishes(world: World) -> None:
+    n = 150
+    create_topics(world.source, *((f"{world.prefix}t{i:03d}", 1, {"retention.ms": "600000"}) for i in range(n)))
+    spec = world.spec()
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.Popen([*KMIRROR, "apply", "-f", str(spec), "--auto-approve"], cwd=world.tmp, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    applied = set()
+    for line in proc.stdout:
+        if "(create) ok" in line:
+            applied.add(line.split("] ", 1)[1].split(" ", 1)[0])
+            if len(applied) == 40:
+                break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+    after = world.plan_json(spec)
+    wanted = {f"topic/{world.dst}/{world.remote(f'{world.prefix}t{i:03d}')}" for i in range(n)}
+    existing = {a for a in wanted if topic_exists(world.target, a.rsplit("/", 1)[1])}
+    creates = {c["address"] for c in after["changes"] if c["kind"] == "topic" and c["action"] == "create"}
+    confirms = {c["address"] for c in after["changes"] if c["kind"] == "topic" and c["action"] == "update"}
+    # The next plan is exactly the remaining work: what is missing is created; what the killed apply created
+    # but could not confirm was recorded (pending) before the broker call, so it is kmirror's own and is only
+    # confirmed; what it confirmed is not touched again.
+    applied_topics = applied & wanted
+    assert applied_topics <= existing
+    assert creates == wanted - existing
+    assert confirms == existing - applied_topics
+
+    time.sleep(0.5)
+    finished = world.kmirror("apply", "-f", str(spec), "--auto-approve")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert world.kmirror("plan", "-f", str(spec), "--detailed-exitcode").returncode == 0
+    history = world.kmirror("state", "history", "-f", str(spec), check=True).stdout
+    assert "interrupted" in history and "completed" in history
+
+
+def test_a_change_the_broker_refuses_is_reported_and_the_rest_applied(world: World) -> None:
+    good, bad = f"{world.prefix}good", f"{world.prefix}bad"
+    # message.downconversion.enable exists in Kafka 3.9 and was removed in 4.0: the 4.x target refuses it.
+    create_topics(
+        world.source, (good, 1, {"retention.ms": "60000"}), (bad, 1, {"message.downconversion.enable": "false"})
+    )
+    spec = world.spec()
+    result = world.kmirror("apply", "-f", str(spec), "--auto-approve")
+    assert result.returncode == 1
+    assert (
+        f"topic/{world.dst}/{world.remote(bad)}" in result.stderr and "message.downconversion.enable" in result.stderr
+    )
+    assert topic_exists(world.target, world.remote(good))
+    assert not topic_exists(world.target, world.remote(bad))
+    remaining = world.plan_json(spec)
+    assert [c["address"] for c in remaining["changes"]] == [f"topic/{world.dst}/{world.remote(bad)}"]
