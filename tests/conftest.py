@@ -63,6 +63,25 @@ def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kafka
 
 
 @pytest.fixture(scope="session")
+def authz_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """A second source/target pair with StandardAuthorizer on (ANONYMOUS and User:admin are super users)."""
+    root = tmp_path_factory.mktemp("kafka-authz")
+    options = BrokerOptions(authorizer=True)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [
+            pool.submit(_start, "source", KAFKA_SOURCE_VERSION, root, options),
+            pool.submit(_start, "target", KAFKA_TARGET_VERSION, root, options),
+        ]
+        clusters = [f.result() for f in futures]
+    try:
+        yield clusters[0], clusters[1]
+    finally:
+        for c in clusters:
+            assert c.home is not None
+            kafka_local.stop(c.home)
+
+
+@pytest.fixture(scope="session")
 def source(kafka_pair: tuple[KafkaCluster, KafkaCluster]) -> KafkaCluster:
     return kafka_pair[0]
 

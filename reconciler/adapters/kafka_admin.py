@@ -126,8 +126,26 @@ class KafkaAdmin:
             }
         return result
 
+    def has_authorizer(self) -> bool | None:
+        """Whether a broker runs with `authorizer.class.name` set; None when its configs cannot be read.
+
+        Needed because a broker without an authorizer answers DescribeAcls with an empty list through
+        librdkafka, which would read as "no ACLs" and let a plan look complete when ACL sync cannot work.
+        """
+        self.round_trips += 2
+        try:
+            brokers = self._admin.list_topics(timeout=self.timeout).brokers
+            resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+            entries = self._wait(self._admin.describe_configs([resource], request_timeout=self.timeout)[resource])
+        except (KafkaException, ValueError):
+            return None
+        entry = entries.get("authorizer.class.name")
+        return bool(entry is not None and entry.value)
+
     def acls(self) -> tuple[AclEntry, ...] | None:
         """Every ACL binding; None when the cluster has no authorizer (SECURITY_DISABLED)."""
+        if self.has_authorizer() is False:
+            return None
         self.round_trips += 1
         acl_filter = AclBindingFilter(
             ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
