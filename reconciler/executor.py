@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from reconciler.adapters.group_offsets import write_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import Action, Kind, Plan, ResourceChange
@@ -78,7 +79,9 @@ class Executor:
         self._acls(by_kind[Kind.ACL])
         self._jobs(by_kind[Kind.JOB], changes)
         for c in by_kind[Kind.GROUP_OFFSETS]:
-            self._done(c, Outcome(c.address, False, "group offsets are written by the checkpoint work (not yet)"))
+            admin = self.admins[(c.after or {})["cluster"]]
+            written = _retry(functools.partial(_write_group_offsets, admin), [c])
+            self._done(c, written[c.address])
         return self.outcomes
 
     # -- topics -----------------------------------------------------------------------------------------------
@@ -212,6 +215,10 @@ def _recorded_form(c: ResourceChange) -> dict[str, Any] | None:
 def _create_topics(admin: KafkaAdmin, changes: list[ResourceChange]) -> list[Outcome]:
     afters = [c.after or {} for c in changes]
     return admin.create_topics([(a["name"], a["partitions"], a["replication_factor"], a["configs"]) for a in afters])
+
+
+def _write_group_offsets(admin: KafkaAdmin, changes: list[ResourceChange]) -> list[Outcome]:
+    return [write_group_offsets(admin, c.after or {}) for c in changes]
 
 
 def _config_ops(c: ResourceChange) -> tuple[dict[str, str], list[str]]:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
+from reconciler.adapters.group_offsets import with_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
 from reconciler.plan.definition import topic_address
@@ -81,7 +82,8 @@ def read_live_state(
 
     with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
         states = dict(zip(admins, pool.map(phase2, admins), strict=True))
-    return LiveState(clusters=states, round_trips={n: a.round_trips for n, a in admins.items()})
+    live = with_group_offsets(desired, LiveState(clusters=states), admins, timeout=timeout)
+    return replace(live, round_trips={n: a.round_trips for n, a in admins.items()})
 
 
 def _topics_with_records(admin: KafkaAdmin, state: ClusterState, topics: Iterable[str]) -> set[str]:

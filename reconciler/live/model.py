@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from reconciler.offsets.translation import OffsetSyncStore
 
 Permission = Literal["ALLOW", "DENY"]
 
@@ -65,6 +68,9 @@ class LiveState:
     warnings: tuple[str, ...] = ()
     #: Admin round trips it took to read, per cluster (for the scale benchmark and --debug).
     round_trips: Mapping[str, int] = field(default_factory=dict)
+    #: Per flow name, its offset-syncs read to the end (only for flows that sync group offsets). A flow that is
+    #: missing here has no offset-syncs topic yet: nothing can be translated.
+    offset_syncs: Mapping[str, OffsetSyncStore] = field(default_factory=dict)
 
     def cluster(self, name: str) -> ClusterState:
         return self.clusters[name]

@@ -1,6 +1,6 @@
 """build_plan: the one pure function from (DesiredState, LiveState, RecordedState, JobStatus) to a Plan.
 
-Steps run in a fixed order (internal topics, remote topics, ACLs, jobs); every step returns changes,
+Steps run in a fixed order (internal topics, remote topics, ACLs, jobs, group offsets); every step returns changes,
 warnings and errors, and all errors are reported together as one `PlanError`, so a reviewer sees every
 problem at once. No I/O here: plan id and time come in as arguments.
 """
@@ -14,6 +14,7 @@ from reconciler.errors import KmirrorError
 from reconciler.live.model import LiveState
 from reconciler.plan.acls import plan_acls
 from reconciler.plan.definition import KIND_ORDER, Plan, ResourceChange, StateRef, summarize
+from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.plan.jobs import plan_jobs
 from reconciler.plan.topics import TopicPlan, plan_internal_topics, plan_remote_topics
@@ -47,6 +48,7 @@ def build_plan(
         plan_remote_topics(desired, live, recorded),
         plan_acls(desired, live, recorded),
         plan_jobs(desired, recorded, jobs),
+        plan_group_offsets(desired, live),
     ]
     errors = [e for s in steps for e in s.errors]
     if errors:

@@ -1,0 +1,127 @@
+"""Planning of `group_offsets/<target>/<group>` changes: translated consumer offsets to write into the target.
+
+For every flow that syncs group offsets (`sync.group_offsets`, or the flows `cutover` names), each source group
+passing the flow's group filter with committed offsets on replicated topics is translated with the flow's
+offset-syncs (MM2's conservative rule, `reconciler.offsets`). A change lists, per partition, the source offset,
+the translated target offset and the target group's current one, for the partitions that would move forward
+or that the target group has no offset for yet; a partition where the target group is already at or past the
+translation is left alone (a target group never moves backwards). Only groups EMPTY on the target (or absent
+there) are written; a group with members on the target whose offsets would change is a plan error naming it.
+
+Pure: values in, values out; the live reader supplies the groups and the offset-syncs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.live.model import GroupInfo, LiveState
+from reconciler.offsets.checkpoints import WRITABLE_STATES, translate_group
+from reconciler.plan.definition import Action, Kind, ResourceChange, group_offsets_address
+from reconciler.plan.topics import TopicPlan
+from reconciler.spec.models import DesiredState, FlowSpec
+
+
+def group_offset_flows(desired: DesiredState) -> list[FlowSpec]:
+    """The enabled flows whose group offsets `kmirror plan` manages."""
+    return [f for f in desired.enabled_flows if f.sync.group_offsets]
+
+
+def flow_source_groups(flow: FlowSpec, live: LiveState) -> dict[str, GroupInfo]:
+    """Source groups passing the flow's group filter that have committed offsets on topics it replicates."""
+    heartbeats = flow.policy().heartbeats_topic()
+    groups = live.clusters[flow.source].groups
+    return {
+        g: info
+        for g, info in sorted(groups.items())
+        if flow.group_matches(g) and any(flow.topic_matches(t) and t != heartbeats for t, _ in info.offsets)
+    }
+
+
+def plan_group_offsets(desired: DesiredState, live: LiveState, *, flows: Iterable[FlowSpec] | None = None) -> TopicPlan:
+    out = TopicPlan()
+    for flow in group_offset_flows(desired) if flows is None else flows:
+        _plan_flow(flow, live, out)
+    return out
+
+
+def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
+    groups = flow_source_groups(flow, live)
+    if not groups:
+        return
+    store = live.offset_syncs.get(flow.name)
+    if store is None:
+        out.warnings.append(
+            f"job/{flow.name}: no offset-syncs to read yet, so the offsets of {len(groups)} consumer group(s) "
+            "cannot be translated; they are planned once the replication job has copied records"
+        )
+        return
+    target = live.clusters[flow.target].groups
+    for group, info in groups.items():
+        rows = translate_group(info.offsets, store, remote_topic=flow.remote_topic, replicated=flow.topic_matches)
+        current = target.get(group)
+        have: Mapping[tuple[str, int], int] = current.offsets if current is not None else {}
+        moving: list[dict[str, Any]] = []
+        untranslated = 0
+        for r in rows:
+            if r.target_offset is None:
+                untranslated += 1
+                continue
+            now = have.get((r.target_topic, r.partition))
+            if now is not None and now >= r.target_offset:
+                continue
+            moving.append(
+                {
+                    "topic": r.target_topic,
+                    "partition": r.partition,
+                    "source_topic": r.source_topic,
+                    "source_offset": r.source_offset,
+                    "target_offset": r.target_offset,
+                    "current_offset": now,
+                }
+            )
+        address = group_offsets_address(flow.target, group)
+        if untranslated:
+            out.warnings.append(
+                f"{address}: {untranslated} partition(s) have no offset-sync at or below the committed offset yet "
+                "and are not written (replication has not reached them)"
+            )
+        if not moving:
+            continue
+        if current is not None and current.state not in WRITABLE_STATES:
+            out.errors.append(
+                f"{address}: consumer group '{group}' is active on cluster '{flow.target}' (state {current.state}) "
+                f"and {len(moving)} of its partition offsets would move; kmirror only writes offsets of groups that "
+                f"are EMPTY on the target. Stop its consumers on '{flow.target}' (or leave the group out with the "
+                f"flow's groups.exclude), then plan again."
+            )
+            continue
+        header = {"cluster": flow.target, "group": group, "flow": flow.name, "source_cluster": flow.source}
+        before = None
+        if have:
+            moved = {(m["topic"], m["partition"]) for m in moving}
+            before = {
+                **header,
+                "partitions": [
+                    {"topic": t, "partition": p, "current_offset": o}
+                    for (t, p), o in sorted(have.items())
+                    if (t, p) in moved
+                ],
+            }
+        forward = sum(1 for m in moving if m["current_offset"] is not None)
+        reason = (
+            f"translated from {flow.source}: {len(moving) - forward} partition(s) new, {forward} moving forward"
+            if have
+            else f"translated from {flow.source}; the group has no offsets on {flow.target} yet"
+        )
+        out.changes.append(
+            ResourceChange(
+                address=address,
+                kind=Kind.GROUP_OFFSETS,
+                action=Action.UPDATE if have else Action.CREATE,
+                before=before,
+                after={**header, "partitions": moving},
+                reason=reason,
+            )
+        )
