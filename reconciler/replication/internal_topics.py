@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Producer
@@ -69,14 +69,16 @@ class OffsetSyncPublisher:
         self._errors: list[str] = []
         self.emitted = 0
 
-    def observe(self, pairs: Mapping[tuple[str, int], tuple[int, int]]) -> int:
-        """Per source partition: (last copied source offset, the target offset it landed at). Returns #syncs."""
+    def observe(self, pairs: Mapping[tuple[str, int], Sequence[tuple[int, int]]]) -> int:
+        """Per source partition, in order: (copied source record's offset, the target offset it landed at).
+
+        Returns the number of syncs produced.
+        """
         with self._lock:
-            syncs = [
-                s
-                for (topic, partition), (upstream, downstream) in sorted(pairs.items())
-                if (s := self._emitter.observe_batch(TopicPartition(topic, partition), upstream, downstream))
-            ]
+            syncs: list[OffsetSync] = []
+            for (topic, partition), landed in sorted(pairs.items()):
+                tp = TopicPartition(topic, partition)
+                syncs.extend(s for up, down in landed if (s := self._emitter.observe_batch(tp, up, down)))
             self._send(syncs)
             return len(syncs)
 

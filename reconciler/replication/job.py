@@ -34,6 +34,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -65,6 +66,12 @@ METADATA_MAX_AGE_MS = "3000"
 #: acks=all are not overridable.
 SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}
 SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all", "interceptor.classes": INTERCEPTOR_CLASS}
+
+
+#: Waits before restarting a failed query; after that many failures in a row (no batch completed between
+#: them) the job exits failed and the next plan shows it not running.
+RESTART_DELAYS = (2.0, 5.0, 15.0, 30.0, 60.0)
+_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
 class StopRequested(Exception):
@@ -121,6 +128,8 @@ class ReplicationJob:
         self.status = StatusFile(status_path, flow=spec.flow_name, digest=spec.digest)
         self._stopping = threading.Event()
         self.batches = 0
+        self.restarts = 0
+        self._batches_at_restart = 0
         self.records = 0
         self.bytes = 0
 
@@ -191,6 +200,25 @@ class ReplicationJob:
             self.checkpoint,
         )
         error = self._await(query)
+        failures = 0
+        while error is not None and not self._stopping.is_set():
+            # At least once: the failed batch was not committed, so the restarted query re-runs it.
+            if self.batches > self._batches_at_restart:
+                failures = 0  # it made progress since the last restart: a new run of failures
+            if failures >= len(RESTART_DELAYS):
+                break
+            delay = RESTART_DELAYS[failures]
+            failures += 1
+            log.warning("query failed (%s); restarting it in %.0fs (attempt %d)", error, delay, failures)
+            self.status.update(state="restarting", error=error, restarts=self.restarts)
+            if self._stopping.wait(delay):
+                error = None  # stopped on request while waiting; nothing was lost
+                break
+            self.restarts += 1
+            self._batches_at_restart = self.batches
+            query = self._start_query(spark)
+            self.status.update(state="running", error=None, restarts=self.restarts)
+            error = self._await(query)
         if heartbeats is not None:
             heartbeats.stop()
         self.syncs.close()
@@ -224,10 +252,21 @@ class ReplicationJob:
         exc = query.exception()
         if exc is None or "StopRequested" in str(exc):
             return None
-        text = str(exc).strip().splitlines()
-        message = text[0] if text else type(exc).__name__
         log.error("query failed: %s", exc)
-        return message[:2000]
+        return failure_summary(str(exc))
+
+    def _target_ends(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """End offsets of remote partitions; a partition just created may need a metadata refresh first."""
+        for attempt in range(5):
+            try:
+                return self.target_admin.end_offsets(partitions)
+            except Exception as exc:
+                if attempt == 4:
+                    raise
+                log.info("target end offsets not readable yet (%s); refreshing metadata", exc)
+                time.sleep(0.2 * 2**attempt)
+                self.target_admin.topics()
+        raise AssertionError("unreachable")
 
     def _report(self, *, final: bool = False) -> None:
         log.info(
@@ -282,17 +321,14 @@ class ReplicationJob:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
+        stride = sync_sample_stride(self.flow.offsets.offset_lag_max)
         df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
             stats = (
                 df.groupBy("topic", "partition")
-                .agg(
-                    F.max("offset").alias("last"),
-                    F.count(F.lit(1)).alias("n"),
-                    F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias(
-                        "bytes"
-                    ),
-                )
+                .agg(F.sort_array(F.collect_list("offset")).alias("offsets"), F.sum(size).alias("bytes"))
+                .selectExpr("topic", "partition", "bytes", *batch_offsets_columns("offsets", stride))
                 .collect()
             )
             if not stats:
@@ -304,16 +340,19 @@ class ReplicationJob:
             df.selectExpr(*self._projection).write.format("kafka").options(**self._sink).save()
         finally:
             df.unpersist()
-        last = {(r["topic"], r["partition"]): int(r["last"]) for r in stats}
-        remote = {tp: (self.flow.remote_topic(tp[0]), tp[1]) for tp in last}
-        ends = self.target_admin.end_offsets(set(remote.values()))
-        pairs = {tp: (last[tp], ends[remote[tp]] - 1) for tp in last}
+        remote = {(r["topic"], r["partition"]): (self.flow.remote_topic(r["topic"]), r["partition"]) for r in stats}
+        ends = self._target_ends(set(remote.values()))
+        pairs = {
+            (r["topic"], r["partition"]): landed_pairs(
+                r["samples"], r["last"], r["n"], ends[remote[(r["topic"], r["partition"])]], stride
+            )
+            for r in stats
+        }
         synced = self.syncs.observe(pairs)
         n = sum(r["n"] for r in stats)
-        size = sum(r["bytes"] or 0 for r in stats)
         self.batches += 1
         self.records += n
-        self.bytes += size
+        self.bytes += sum(r["bytes"] or 0 for r in stats)
         elapsed = time.monotonic() - started
         log.debug("batch %d: %d records, %d partitions, %d syncs, %.2fs", batch_id, n, len(stats), synced, elapsed)
         self.status.update(
@@ -327,13 +366,56 @@ class ReplicationJob:
         )
 
 
+def failure_summary(text: str) -> str:
+    """One line naming what failed: the innermost `SomeError: message` of a Spark/py4j/Python error text."""
+    lines = [m for m in _ERROR_LINE.finditer(text) if not m.group(1).startswith(("py4j.", "org.apache.spark"))]
+    if lines:
+        return f"{lines[-1].group(1)}: {lines[-1].group(2)}"[:500]
+    first = text.strip().splitlines()
+    return (first[0] if first else "unknown failure")[:500]
+
+
+def sync_sample_stride(offset_lag_max: int) -> int:
+    """Every how many records of a batch an exact (source, target) offset pair is taken for the sync rule.
+
+    MM2 sees every record and syncs once the lag reaches `offset_lag_max`; sampling every quarter of it keeps
+    syncs at most 1.25 x `offset_lag_max` apart while moving only a few offsets per batch to the driver.
+    """
+    return max(1, offset_lag_max // 4)
+
+
+def batch_offsets_columns(offsets: str, stride: int) -> list[str]:
+    """SQL over a batch partition's sorted source offsets: record count, last offset, and every stride-th one."""
+    return [
+        f"size({offsets}) AS n",
+        f"element_at({offsets}, -1) AS last",
+        f"CASE WHEN size({offsets}) > {stride} "
+        f"THEN transform(sequence({stride}, size({offsets}) - 1, {stride}), i -> element_at({offsets}, i)) "
+        f"ELSE CAST(array() AS ARRAY<BIGINT>) END AS samples",
+    ]
+
+
+def landed_pairs(samples: Sequence[int], last: int, count: int, target_end: int, stride: int) -> list[tuple[int, int]]:
+    """(source offset, target offset) of the sampled records and of the last one, in order.
+
+    After the write the batch's `count` records of this partition are the last `count` records of the remote
+    partition, in source order (kmirror is its only writer and writes without transactions; a retried task
+    rewrites the whole range, so the last copy is complete), so the record at 1-based position i landed at
+    `target_end - count + i - 1`.
+    """
+    start = target_end - count
+    pairs = [(upstream, start + (j + 1) * stride - 1) for j, upstream in enumerate(samples)]
+    pairs.append((last, target_end - 1))
+    return pairs
+
+
 class StatusFile:
     """`status.json` beside the spec: what the runner and `kmirror status` read. Written atomically."""
 
     def __init__(self, path: Path, **fixed: Any) -> None:
         self.path = path
         self._data: dict[str, Any] = {**fixed, "started_at": time.time()}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: the SIGTERM handler updates it on the main thread
 
     def update(self, **fields: Any) -> None:
         with self._lock:

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.kafka_admin import KafkaAdmin, TopicMeta
 from reconciler.errors import KmirrorError
 from reconciler.live.model import ClusterState, TopicInfo
 from reconciler.plan.topics import replicated_topics, synced_configs
@@ -103,9 +103,25 @@ class RemoteTopicKeeper:
             if name not in failed:
                 self.grown.append(name)
                 log.info("grew remote topic %s on %s to %d partitions", name, self.target.cluster, count)
+        changed = {name: count for name, count, *_ in creates} | grows
+        changed = {name: count for name, count in changed.items() if name not in failed}
+        if changed:
+            target = self._await_metadata(changed)
         self._ensured = {
             s: max(source[s].partitions, target[r].partitions if r in target else 0)
             for s, r in wanted.items()
             if r not in failed
         }
         self._refreshed_at = time.monotonic()
+
+    def _await_metadata(self, changed: Mapping[str, int], timeout: float = 15.0) -> dict[str, TopicMeta]:
+        """Wait until the target's metadata shows the new partitions (clients look leaders up there)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            target = self.target.topics()
+            if all(n in target and target[n].partitions >= c for n, c in changed.items()):
+                return target
+            if time.monotonic() > deadline:
+                log.warning("target metadata does not show all of %s yet", sorted(changed))
+                return target
+            time.sleep(0.2)
