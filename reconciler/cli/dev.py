@@ -21,7 +21,14 @@ _root_option = click.option(
 
 @click.group()
 def dev() -> None:
-    """Local Kafka clusters from Apache's jars (no Docker): `source` runs 3.9, `target` runs 4.x."""
+    """Local Kafka clusters from Apache's jars (no Docker): `source` runs 3.9, `target` runs 4.x.
+
+    \b
+    Examples:
+      kmirror dev up
+      kmirror dev status --format json
+      kmirror dev down
+    """
 
 
 @dev.command()
@@ -44,7 +51,14 @@ def up(root: Path | None, authorizer: bool) -> None:
 
 @dev.command()
 def fetch() -> None:
-    """Fetch every jar kmirror runs (both Kafka versions, the Spark Kafka connector) into the cache."""
+    """Fetch every jar kmirror runs (both Kafka versions, the Spark Kafka connector) into the cache.
+
+    The cache is $KMIRROR_CACHE (default ~/.cache/kmirror); Maven must be on PATH.
+
+    \b
+    Example:
+      kmirror dev fetch && du -sh ~/.cache/kmirror
+    """
     from reconciler.devenv import jars
 
     for version in (jars.KAFKA_SOURCE_VERSION, jars.KAFKA_TARGET_VERSION):
@@ -56,7 +70,12 @@ def fetch() -> None:
 @dev.command()
 @_root_option
 def down(root: Path | None) -> None:
-    """Stop both clusters (their data is kept for the next `up`)."""
+    """Stop both clusters (their data is kept for the next `up`).
+
+    \b
+    Example:
+      kmirror dev down && rm -rf .kmirror/dev   # and forget their data
+    """
     stopped = dev_clusters.down((root or dev_clusters.dev_root()).resolve())
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
 
@@ -65,7 +84,12 @@ def down(root: Path | None) -> None:
 @_root_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(root: Path | None, fmt: str) -> None:
-    """Show each cluster: running or not, its Kafka version and bootstrap address."""
+    """Show each cluster: running or not, its Kafka version and bootstrap address.
+
+    \b
+    Example:
+      kmirror dev status --format json | jq -r .clusters.target.bootstrap_servers
+    """
     statuses = dev_clusters.status((root or dev_clusters.dev_root()).resolve())
     if fmt == "json":
         doc = {

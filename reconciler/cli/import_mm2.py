@@ -18,7 +18,12 @@ from reconciler.spec.loader import load_text
 
 @click.group("import")
 def import_group() -> None:
-    """Import replication set up with another tool."""
+    """Import replication set up with another tool.
+
+    \b
+    Example:
+      kmirror import mm2 connect-mirror-maker.properties -o kmirror.yaml && kmirror plan -f kmirror.yaml
+    """
 
 
 @import_group.command("mm2")

@@ -14,18 +14,64 @@ import click
 from reconciler import __version__
 from reconciler.errors import KmirrorError
 
+#: Options of the `kmirror` group that are also accepted after a command name.
+GLOBAL_FLAGS = ("--debug", "--no-color")
+
 
 class KmirrorGroup(click.Group):
-    """Runs every command under one handler: a `KmirrorError` becomes `Error: ...` and exit code 1."""
+    """Runs every command under one handler: a `KmirrorError` becomes `Error: ...` and exit code 1.
+
+    Anything else that escapes a command is a bug in kmirror, not in the user's input: it also exits 1 with one
+    line, and says how to get the traceback. `--debug` re-raises both. Ctrl-C exits 130 without a traceback.
+    Click's own usage errors and exits pass through untouched.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `kmirror plan --debug` works like `kmirror --debug plan`, as kubectl users expect of global flags.
+        if ctx.parent is None:
+            end = args.index("--") if "--" in args else len(args)
+            head = args[:end]
+            args = [a for a in head if a in GLOBAL_FLAGS] + [a for a in head if a not in GLOBAL_FLAGS] + args[end:]
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except KmirrorError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
+            if _debug(ctx):
                 raise
             click.secho(f"Error: {exc}", err=True, fg="red", color=_color(ctx))
             sys.exit(1)
+        except KeyboardInterrupt:
+            if _debug(ctx):
+                raise
+            click.secho(
+                "\nInterrupted. An apply in progress recorded what it finished; run `kmirror plan` to see what is "
+                "left. If `kmirror state history` shows the apply still running, its lock is released when the "
+                "lock expires, or now with `kmirror force-unlock LOCK_ID`.",
+                err=True,
+                fg="yellow",
+                color=_color(ctx),
+            )
+            sys.exit(130)
+        except Exception as exc:
+            if _debug(ctx):
+                raise
+            click.secho(
+                f"Error: unexpected {type(exc).__name__}: {exc}\n"
+                "This is a bug in kmirror. Run the command again with `kmirror --debug ...` for the traceback and "
+                "report it with that output.",
+                err=True,
+                fg="red",
+                color=_color(ctx),
+            )
+            sys.exit(1)
+
+
+def _debug(ctx: click.Context) -> bool:
+    return bool(ctx.obj and ctx.obj.get("debug"))
 
 
 def _color(ctx: click.Context) -> bool | None:
@@ -34,8 +80,13 @@ def _color(ctx: click.Context) -> bool | None:
 
 @click.group(cls=KmirrorGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kmirror")
-@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-@click.option("--no-color", is_flag=True, envvar="NO_COLOR", help="Never colour the output.")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors (also after a command).")
+@click.option(
+    "--no-color",
+    is_flag=True,
+    envvar="NO_COLOR",
+    help="Never colour the output (or set $NO_COLOR); also after a command.",
+)
 @click.pass_context
 def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
     """kmirror: Terraform-style plan/apply for Kafka cross-cluster replication.
@@ -45,14 +96,20 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
       kmirror dev up                      # two local Kafka clusters (3.9 source, 4.x target)
       kmirror validate -f kmirror.yaml    # offline checks
       kmirror plan -f kmirror.yaml        # what would change
+      kmirror apply -f kmirror.yaml       # make it so (asks first)
+      kmirror completion bash             # shell completion: eval "$(kmirror completion bash)"
+
+    Documentation: docs/ in the kmirror repository (concepts, reference, troubleshooting).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
     ctx.obj["no_color"] = no_color
+    if no_color:
+        ctx.color = False  # every click.echo/secho below strips styles, even on a terminal
 
 
 def _register() -> None:
-    from reconciler.cli import dev, import_mm2, plan_apply, schema, validate
+    from reconciler.cli import completion, dev, import_mm2, plan_apply, schema, validate
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
@@ -62,6 +119,7 @@ def _register() -> None:
     main.add_command(plan_apply.apply)
     main.add_command(plan_apply.state)
     main.add_command(plan_apply.force_unlock)
+    main.add_command(completion.completion)
 
 
 _register()

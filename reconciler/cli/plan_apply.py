@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from reconciler import operations
+from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome
 from reconciler.plan.definition import Plan
@@ -76,7 +77,8 @@ def plan(
       kmirror plan --target topic/cloud/                 # only the topics on cluster 'cloud'
     """
     desired = load(path).state
-    result = operations.make_plan(desired, targets=targets, timeout=timeout)
+    with status("Reading the clusters, the state and the jobs"):
+        result = operations.make_plan(desired, targets=targets, timeout=timeout)
     if out is not None:
         out.write_text(result.to_json())
     click.echo(_render(result, fmt, _color(ctx)), nl=False)
@@ -157,13 +159,25 @@ def apply(
 
 @click.group("state")
 def state() -> None:
-    """Inspect what kmirror recorded in its state topic."""
+    """Inspect what kmirror recorded in its state topic.
+
+    \b
+    Examples:
+      kmirror state list -f kmirror.yaml
+      kmirror state show -f kmirror.yaml topic/cloud/orders.eu
+      kmirror state history -f kmirror.yaml --format json
+    """
 
 
 @state.command("list")
 @_file_option
 def state_list(path: str) -> None:
-    """Every managed resource, with the apply (serial) that last changed it."""
+    """Every managed resource, with the apply (serial) that last changed it.
+
+    \b
+    Example:
+      kmirror state list -f kmirror.yaml | grep '^topic/'
+    """
     snapshot = operations.read_state(load(path).state)
     for address, r in sorted(snapshot.resources.items()):
         click.echo(f"{address}  (serial {r.get('serial')}, {r.get('applied_at')})")
@@ -175,7 +189,12 @@ def state_list(path: str) -> None:
 @_file_option
 @click.argument("address")
 def state_show(path: str, address: str) -> None:
-    """One resource's recorded (last-applied) form, as JSON."""
+    """One resource's recorded (last-applied) form, as JSON.
+
+    \b
+    Example:
+      kmirror state show -f kmirror.yaml topic/cloud/orders.eu | jq .after.configs
+    """
     snapshot = operations.read_state(load(path).state)
     if address not in snapshot.resources:
         raise KmirrorError(f"no resource {address!r} in the state; `kmirror state list` shows what there is")
@@ -186,7 +205,13 @@ def state_show(path: str, address: str) -> None:
 @_file_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def state_history(path: str, fmt: str) -> None:
-    """Every apply: serial, status, who and from where, when, and its outcome per change."""
+    """Every apply: serial, status, who and from where, when, and its outcome per change.
+
+    \b
+    Examples:
+      kmirror state history -f kmirror.yaml
+      kmirror state history -f kmirror.yaml --format json | jq '.applies[-1]'
+    """
     from reconciler.state.lock import holder
 
     snapshot = operations.read_state(load(path).state)
@@ -213,7 +238,15 @@ def state_history(path: str, fmt: str) -> None:
 @_file_option
 @click.argument("lock_id")
 def force_unlock(path: str, lock_id: str) -> None:
-    """Break the state lock LOCK_ID on purpose (its holder is fenced and can no longer write state)."""
+    """Break the state lock LOCK_ID on purpose (its holder is fenced and can no longer write state).
+
+    Only when the holder is gone (a killed CI job, a closed laptop): the "lock held" error names the holder
+    and the LOCK_ID.
+
+    \b
+    Example:
+      kmirror force-unlock -f kmirror.yaml 3f9c2a7b1d04
+    """
     claim = operations.unlock(load(path).state, lock_id)
     click.echo(
         f"Released lock {claim.id} ({claim.operation} by {claim.holder.get('user')}@{claim.holder.get('host')})."

@@ -20,7 +20,15 @@ from reconciler.spec.schema import SCHEMA_PATH, schema_text
 )
 @click.option("--check", is_flag=True, help="Do not write; exit 1 if the file differs from the models.")
 def schema(output: str, check: bool) -> None:
-    """Generate the JSON Schema editors use to complete and check kmirror.yaml."""
+    """Generate the JSON Schema editors use to complete and check kmirror.yaml.
+
+    \b
+    Examples:
+      kmirror schema -o kmirror.schema.json   # then, first line of kmirror.yaml:
+                                              # yaml-language-server: $schema=kmirror.schema.json
+      kmirror schema -o - | jq '.properties | keys'
+      kmirror schema --check                  # CI: the committed schema matches the models
+    """
     text = schema_text()
     if output == "-":
         click.echo(text, nl=False)

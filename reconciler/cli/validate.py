@@ -24,6 +24,11 @@ def validate(path: str, fmt: str) -> None:
     """Check a desired-state file without touching any cluster.
 
     Reports every problem with file:line:column, the field and what to do; exits 1 if there is any error.
+
+    \b
+    Examples:
+      kmirror validate -f kmirror.yaml
+      kmirror validate -f kmirror.yaml --format json | jq .spec_digest
     """
     loaded = load(path)  # a SpecError is printed by the group's handler, exit code 1
     state = loaded.state
