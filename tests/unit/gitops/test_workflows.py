@@ -1,0 +1,288 @@
+"""The GitHub workflows keep their promises: one updated PR comment, never-overlapping applies, one drift issue.
+
+Every workflow file is parsed and its key guarantees checked; the github-script steps run in Node against a
+fake GitHub (tests/workflows.py) so the comment-by-marker and open/update/close logic is exercised as written.
+actionlint (make lint) checks syntax, expressions and the calls between the files; this checks intent.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.render.markdown import MARKER
+from tests.workflows import ACTION, EXAMPLE_WORKFLOWS, REUSABLE, ROOT, FakeGitHub, load, only_job, step
+
+pytestmark = pytest.mark.unit
+
+KINDS = ("plan", "apply", "drift")
+ALL_FILES = sorted([*ROOT.glob(".github/workflows/*.yml"), ACTION, *EXAMPLE_WORKFLOWS.glob("*.yml")])
+
+
+def reusable(kind: str) -> dict[str, Any]:
+    return load(REUSABLE / f"kmirror-{kind}.yml")
+
+
+def example(kind: str) -> dict[str, Any]:
+    return load(EXAMPLE_WORKFLOWS / f"kmirror-{kind}.yml")
+
+
+def script_of(job: dict[str, Any], name: str) -> str:
+    s = step(job, name)
+    assert s["uses"].startswith("actions/github-script@")
+    text: str = s["with"]["script"]
+    return text
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_workflow_file_parses(path: Path) -> None:
+    doc = load(path)
+    assert doc["name"]
+    assert "runs" in doc or "jobs" in doc
+
+
+def test_kmirror_ci_runs_ci_run() -> None:
+    job = only_job(load(REUSABLE / "ci.yml"))
+    assert any(s.get("run") == "bash .ci/run" for s in job["steps"])
+
+
+def test_make_lint_runs_a_pinned_actionlint_on_every_workflow() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^ACTIONLINT_VERSION \?= v\d+\.\d+\.\d+$", makefile, re.M)
+    assert re.search(r"^lint: .*\bactionlint\b", makefile, re.M)
+    assert re.search(r"^test: lint", makefile, re.M)
+    script = (ROOT / ".ci" / "actionlint").read_text()
+    assert ".github/workflows/*.yml examples/*/.github/workflows/*.yml" in script
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reusable_workflows_are_called_not_triggered(kind: str) -> None:
+    doc = reusable(kind)
+    assert list(doc["on"]) == ["workflow_call"]
+    inputs = doc["on"]["workflow_call"]["inputs"]
+    assert inputs["kmirror-repository"]["required"] and inputs["kmirror-ref"]["required"]
+    assert inputs["config"]["default"] == "kmirror.yaml"
+    job = only_job(doc)
+    assert job["env"]["CONFIG"] == "${{ inputs.config }}"
+    setup = job["steps"][2]
+    assert setup["uses"] == "./.kmirror-action/.github/actions/kmirror"
+    assert setup["with"]["secrets-json"] == "${{ toJSON(secrets) }}"
+
+
+def test_plan_validates_then_plans_markdown_and_saves_the_json_plan() -> None:
+    doc = reusable("plan")
+    job = only_job(doc)
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert 'kmirror validate -f "$CONFIG"' in step(job, "validate")["run"]
+    plan = step(job, "plan")
+    assert plan["if"] == "steps.validate.outcome == 'success'"
+    for flag in ("--format markdown", "--detailed-exitcode", '--out "$RUNNER_TEMP/kmirror-plan.json"'):
+        assert flag in plan["run"]
+    upload = step(job, "Upload the JSON plan")
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert "kmirror-plan.json" in upload["with"]["path"]
+    failing = step(job, "Fail on an invalid config or a failed plan")
+    assert "steps.validate.outcome != 'success'" in failing["if"] and "exit 1" in failing["run"]
+
+
+def test_plan_comment_is_found_by_the_renderers_marker() -> None:
+    job = only_job(reusable("plan"))
+    script = script_of(job, "Post or update the pull-request comment")
+    assert f"const marker = '{MARKER}';" in script
+    assert "updateComment" in script and "createComment" in script
+    assert "always()" in step(job, "Post or update the pull-request comment")["if"]
+    # the error comments carry the marker too, so a failing push edits the same comment
+    assert step(job, "Write the comment")["run"].count(f'echo "{MARKER}"') == 2
+
+
+def test_apply_never_overlaps_and_writes_the_job_summary() -> None:
+    job = only_job(reusable("apply"))
+    concurrency = job["concurrency"]
+    assert concurrency["cancel-in-progress"] is False
+    assert "inputs.config" in concurrency["group"] and "github.repository" in concurrency["group"]
+    run = step(job, "apply")["run"]
+    assert 'kmirror apply -f "$CONFIG" --auto-approve --lock-timeout "$LOCK_TIMEOUT"' in run
+    assert "set -o pipefail" in run
+    summary = step(job, "Job summary")
+    assert summary["if"].startswith("always()") and "$GITHUB_STEP_SUMMARY" in summary["run"]
+    assert job["permissions"] == {"contents": "read"}
+
+
+def test_drift_plans_with_detailed_exitcode_and_fails_only_on_errors() -> None:
+    doc = reusable("drift")
+    assert doc["on"]["workflow_call"]["inputs"]["label"]["default"] == "kmirror-drift"
+    job = only_job(doc)
+    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    run = step(job, "plan")["run"]
+    assert "--detailed-exitcode" in run and "--format markdown" in run
+    assert re.search(r"\*\) .*exit 1", run)
+    issue_step = step(job, "Open, update or close the drift issue")
+    assert issue_step["if"] == "steps.plan.outputs.exitcode == '0' || steps.plan.outputs.exitcode == '2'"
+
+
+# -- the callers in examples/gitops-repo ------------------------------------------------------------------------
+
+
+def _secret_names_in_example_config() -> set[str]:
+    values = str(load(EXAMPLE_WORKFLOWS.parents[1] / "kmirror.yaml"))  # parsed: the comments are gone
+    return set(re.findall(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", values))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_example_calls_the_reusable_workflow_with_its_inputs(kind: str) -> None:
+    doc = example(kind)
+    job = only_job(doc)
+    uses = job["uses"]
+    match = re.fullmatch(r"([\w.-]+/[\w.-]+)/\.github/workflows/(kmirror-\w+\.yml)@([\w.-]+)", uses)
+    assert match, uses
+    repository, file, ref = match.groups()
+    assert file == f"kmirror-{kind}.yml"
+    assert job["with"]["kmirror-repository"] == repository and job["with"]["kmirror-ref"] == ref
+    declared = reusable(kind)["on"]["workflow_call"]["inputs"]
+    assert set(job["with"]) <= set(declared)
+    assert {k for k, v in declared.items() if v.get("required")} <= set(job["with"])
+    assert job["secrets"] == "inherit"
+    assert set(job["with"]["env-secrets"].split()) == _secret_names_in_example_config()
+    needed = only_job(reusable(kind))["permissions"]
+    assert doc["permissions"] == needed  # a caller must grant what the called job asks for
+
+
+def test_example_triggers() -> None:
+    assert "pull_request" in example("plan")["on"]
+    apply = example("apply")
+    assert apply["on"]["push"]["branches"] == ["main"]
+    assert apply["concurrency"]["cancel-in-progress"] is False
+    assert example("drift")["on"]["schedule"][0]["cron"]
+
+
+def test_example_config_references_secrets_and_names_the_schema() -> None:
+    text = (EXAMPLE_WORKFLOWS.parents[1] / "kmirror.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=")
+    assert _secret_names_in_example_config()
+
+
+# -- the composite action -------------------------------------------------------------------------------------
+
+
+def test_action_installs_kmirror_with_python_java_and_a_cache() -> None:
+    action = load(ACTION)
+    assert action["runs"]["using"] == "composite"
+    uses = [s.get("uses", "") for s in action["runs"]["steps"]]
+    assert any(u.startswith("actions/setup-python@") for u in uses)
+    assert any(u.startswith("actions/setup-java@") for u in uses)
+    cache = next(s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache@"))
+    assert "~/.cache/kmirror" in cache["with"]["path"]
+    for kind in KINDS:
+        given = only_job(reusable(kind))["steps"][2]["with"]
+        assert set(given) <= set(action["inputs"])
+
+
+def test_action_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    shellcheck = shutil.which("shellcheck", path=str(Path(__file__).parents[3] / ".venv" / "bin")) or shutil.which(
+        "shellcheck"
+    )
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (pip install -e '.[dev]')")
+    for i, s in enumerate(load(ACTION)["runs"]["steps"]):
+        if "run" in s:
+            script = tmp_path / f"step{i}.sh"
+            script.write_text("#!/usr/bin/env bash\n" + s["run"])
+            result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
+            assert result.returncode == 0, result.stdout
+
+
+# -- the github-script logic, run in Node against a fake GitHub ------------------------------------------------
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+
+def _comment(gh: FakeGitHub, tmp: Path, body: str, config: str = "kmirror.yaml") -> None:
+    comment_file = tmp / "comment.md"
+    comment_file.write_text(body)
+    script = script_of(only_job(reusable("plan")), "Post or update the pull-request comment")
+    gh.run(script, {"CONFIG": config, "COMMENT_FILE": str(comment_file)}, tmp)
+
+
+@needs_node
+def test_the_plan_comment_is_created_once_then_edited_in_place(tmp_path: Path) -> None:
+    gh = FakeGitHub(pr=7)
+    gh.comments.append({"id": 1, "issue_number": 7, "body": "LGTM", "user": {"type": "User"}})
+    gh.comments.append({"id": 2, "issue_number": 8, "body": f"{MARKER}\nother PR", "user": {"type": "Bot"}})
+    _comment(gh, tmp_path, f"{MARKER}\nplan one\n<!-- kmirror-config: kmirror.yaml -->\n")
+    _comment(gh, tmp_path, f"{MARKER}\nplan two\n<!-- kmirror-config: kmirror.yaml -->\n")
+    _comment(gh, tmp_path, f"{MARKER}\nplan three\n<!-- kmirror-config: kmirror.yaml -->\n")
+    ours = [c for c in gh.comments if c["issue_number"] == 7 and c["body"].startswith(MARKER)]
+    assert len(ours) == 1 and "plan three" in ours[0]["body"]
+    assert [c[0] for c in gh.calls] == ["updateComment"]  # the last run only edited
+    assert gh.comments[0]["body"] == "LGTM" and "other PR" in gh.comments[1]["body"]
+
+    # a second config file in the same repository gets its own comment
+    _comment(gh, tmp_path, f"{MARKER}\nstaging\n<!-- kmirror-config: staging.yaml -->\n", config="staging.yaml")
+    assert len([c for c in gh.comments if c["issue_number"] == 7 and c["body"].startswith(MARKER)]) == 2
+
+
+@needs_node
+def test_a_huge_plan_is_cut_below_githubs_comment_limit_and_stays_findable(tmp_path: Path) -> None:
+    gh = FakeGitHub(pr=3)
+    body = f"{MARKER}\n" + "x" * 200_000 + "\n<!-- kmirror-config: kmirror.yaml -->\n"
+    _comment(gh, tmp_path, body)
+    _comment(gh, tmp_path, body)
+    (only,) = gh.comments
+    assert len(only["body"]) <= 65536
+    assert only["body"].startswith(MARKER) and "<!-- kmirror-config: kmirror.yaml -->" in only["body"]
+    assert "artifacts" in only["body"]
+
+
+def _drift(gh: FakeGitHub, tmp: Path, exitcode: int, plan: str = f"{MARKER}\n### plan\n") -> None:
+    plan_file = tmp / "drift.md"
+    plan_file.write_text(plan)
+    script = script_of(only_job(reusable("drift")), "Open, update or close the drift issue")
+    env = {"CONFIG": "kmirror.yaml", "EXITCODE": str(exitcode), "LABEL": "kmirror-drift", "PLAN_FILE": str(plan_file)}
+    gh.run(script, env, tmp)
+
+
+@needs_node
+def test_drift_opens_one_issue_updates_it_and_closes_it_when_clean(tmp_path: Path) -> None:
+    gh = FakeGitHub()
+    _drift(gh, tmp_path, 0)
+    assert gh.issues == [] and gh.calls == []
+
+    _drift(gh, tmp_path, 2, f"{MARKER}\nretention.ms changed\n")
+    (issue,) = gh.issues
+    assert issue["state"] == "open" and issue["labels"] == ["kmirror-drift"]
+    assert issue["title"] == "kmirror drift: kmirror.yaml"
+    assert "retention.ms changed" in issue["body"] and "<!-- kmirror-config: kmirror.yaml -->" in issue["body"]
+    assert gh.labels == ["kmirror-drift"]
+
+    _drift(gh, tmp_path, 2, f"{MARKER}\nnow partitions too\n")
+    assert len(gh.issues) == 1 and "now partitions too" in gh.issues[0]["body"]
+    assert gh.calls == [["updateIssue", issue["number"], "edit"]]
+
+    _drift(gh, tmp_path, 0)
+    assert gh.issues[0]["state"] == "closed" and gh.issues[0]["state_reason"] == "completed"
+    closing = [c for c in gh.comments if c["issue_number"] == issue["number"]]
+    assert len(closing) == 1 and "Drift is gone" in closing[0]["body"]
+
+    _drift(gh, tmp_path, 0)  # clean again: nothing to do
+    assert gh.calls == []
+
+    _drift(gh, tmp_path, 2)  # drift again: a new issue (the old one stays closed), the label already exists
+    assert [i["state"] for i in gh.issues] == ["closed", "open"]
+    assert gh.labels == ["kmirror-drift"]
+
+
+@needs_node
+def test_drift_issue_of_another_config_is_left_alone(tmp_path: Path) -> None:
+    gh = FakeGitHub(labels=["kmirror-drift"])
+    other = {"number": 5, "title": "kmirror drift: other.yaml", "labels": ["kmirror-drift"], "state": "open",
+             "body": "<!-- kmirror-config: other.yaml -->"}  # fmt: skip
+    gh.issues.append(other)
+    _drift(gh, tmp_path, 0)
+    assert gh.issues[0]["state"] == "open"
+    _drift(gh, tmp_path, 2)
+    assert len(gh.issues) == 2 and gh.issues[0]["body"] == "<!-- kmirror-config: other.yaml -->"
