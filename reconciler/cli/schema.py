@@ -1,4 +1,5 @@
-"""`kmirror schema`: write the JSON Schema of kmirror.yaml; `--check` fails when the file on disk is stale."""
+"""`kmirror schema`: write the JSON Schema of kmirror.yaml (or, with --markdown, the reference page generated
+from it); `--check` fails when the file on disk is stale."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import click
 
 from reconciler.errors import KmirrorError
+from reconciler.spec.reference import REFERENCE_PATH, reference_markdown
 from reconciler.spec.schema import SCHEMA_PATH, schema_text
 
 
@@ -14,12 +16,12 @@ from reconciler.spec.schema import SCHEMA_PATH, schema_text
 @click.option(
     "-o",
     "--output",
-    default=SCHEMA_PATH,
-    show_default=True,
-    help="Where to write the schema; '-' prints it.",
+    default=None,
+    help=f"Where to write; '-' prints it. [default: {SCHEMA_PATH}, with --markdown {REFERENCE_PATH}]",
 )
+@click.option("--markdown", is_flag=True, help="The Markdown reference of every field instead of the JSON Schema.")
 @click.option("--check", is_flag=True, help="Do not write; exit 1 if the file differs from the models.")
-def schema(output: str, check: bool) -> None:
+def schema(output: str | None, markdown: bool, check: bool) -> None:
     """Generate the JSON Schema editors use to complete and check kmirror.yaml.
 
     \b
@@ -27,9 +29,12 @@ def schema(output: str, check: bool) -> None:
       kmirror schema -o kmirror.schema.json   # then, first line of kmirror.yaml:
                                               # yaml-language-server: $schema=kmirror.schema.json
       kmirror schema -o - | jq '.properties | keys'
-      kmirror schema --check                  # CI: the committed schema matches the models
+      kmirror schema --markdown               # docs/reference.md, every field with type and default
+      kmirror schema --check && kmirror schema --markdown --check   # CI: both files are fresh
     """
-    text = schema_text()
+    text = reference_markdown() if markdown else schema_text()
+    output = output or (REFERENCE_PATH if markdown else SCHEMA_PATH)
+    command = "kmirror schema" + (" --markdown" if markdown else "")
     if output == "-":
         click.echo(text, nl=False)
         return
@@ -38,9 +43,9 @@ def schema(output: str, check: bool) -> None:
         try:
             current = path.read_text(encoding="utf-8")
         except OSError:
-            raise KmirrorError(f"{path} does not exist (run 'kmirror schema' and commit the file)") from None
+            raise KmirrorError(f"{path} does not exist (run '{command}' and commit the file)") from None
         if current != text:
-            raise KmirrorError(f"{path} is stale: the models changed (run 'kmirror schema' and commit the file)")
+            raise KmirrorError(f"{path} is stale: the models changed (run '{command}' and commit the file)")
         click.echo(f"{path} is up to date.")
         return
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,7 @@ class ClusterSpec(SpecModel):
         default_factory=dict,
         description="Client properties (security.protocol, sasl.mechanism, ...). Secrets as ${env:..}/${file:..}.",
     )
-    description: str | None = None
+    description: str | None = Field(default=None, description="Free text for people; kmirror ignores it.")
 
     @field_validator("bootstrap_servers", mode="before")
     @classmethod
@@ -81,18 +81,27 @@ class StateSpec(SpecModel):
     """Where kmirror records what it applied: a compacted topic on one of the declared clusters."""
 
     cluster: str = Field(description="Alias of the cluster that holds the state topic.")
-    topic: TopicName = Field(default=defaults.DEFAULT_STATE_TOPIC)
+    topic: TopicName = Field(
+        default=defaults.DEFAULT_STATE_TOPIC,
+        description="The compacted state topic (created by the first apply); one per desired-state file.",
+    )
 
 
 class SparkSpec(SpecModel):
     """How the replication jobs run."""
 
-    deploy: Literal["local", "standalone"] = "local"
+    deploy: Literal["local", "standalone"] = Field(
+        default="local",
+        description="local: a detached spark-submit on this machine; standalone: a Spark standalone cluster.",
+    )
     master: str = Field(default="local[2]", description="local[N] for deploy=local, spark://host:port otherwise.")
     rest_url: str | None = Field(
         default=None, description="Spark standalone REST submission server, e.g. http://host:6066."
     )
-    checkpoint_root: str = ".kmirror/checkpoints"
+    checkpoint_root: str = Field(
+        default=".kmirror/checkpoints",
+        description="Folder of the jobs' Spark checkpoints (their read positions); durable storage in production.",
+    )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
 
     @model_validator(mode="after")
@@ -107,7 +116,10 @@ class SparkSpec(SpecModel):
 class TopicFilter(SpecModel):
     """Regexes that must match a whole topic name (MM2 semantics). An empty include list replicates nothing."""
 
-    include: RegexList = defaults.DEFAULT_TOPIC_INCLUDES
+    include: RegexList = Field(
+        default=defaults.DEFAULT_TOPIC_INCLUDES,
+        description="Source topics to replicate: regexes, each matching a whole name ('orders' is not 'orders2').",
+    )
     exclude: RegexList = Field(
         default=defaults.DEFAULT_TOPIC_EXCLUDES,
         description="Replaces MM2's default list when set. Internal topics are never replicated anyway.",
@@ -117,15 +129,25 @@ class TopicFilter(SpecModel):
 class GroupFilter(SpecModel):
     """Regexes that must match a whole consumer group id (MM2 semantics)."""
 
-    include: RegexList = defaults.DEFAULT_GROUP_INCLUDES
-    exclude: RegexList = defaults.DEFAULT_GROUP_EXCLUDES
+    include: RegexList = Field(
+        default=defaults.DEFAULT_GROUP_INCLUDES, description="Consumer groups whose offsets are translated."
+    )
+    exclude: RegexList = Field(
+        default=defaults.DEFAULT_GROUP_EXCLUDES, description="Groups never translated (MM2's default list)."
+    )
 
 
 class NamingSpec(SpecModel):
     """How remote topics are named: prefix (`<source><sep><topic>`, MM2's default), identity, or a template."""
 
-    policy: Literal["prefix", "identity", "template"] = "prefix"
-    separator: Annotated[str, StringConstraints(pattern=r"^[._-]{1,5}$")] = "."
+    policy: Literal["prefix", "identity", "template"] = Field(
+        default="prefix",
+        description="prefix: '<source><separator><topic>', cycles detected (MM2's default); identity: the same "
+        "name (migrations; cycles are a plan-time error); template: the `template` below.",
+    )
+    separator: Annotated[str, StringConstraints(pattern=r"^[._-]{1,5}$")] = Field(
+        default=".", description="Between the source alias and the topic name (MM2's replication.policy.separator)."
+    )
     template: str | None = Field(default=None, description="For policy 'template', e.g. 'mirror-{source}-{topic}'.")
 
     @model_validator(mode="after")
@@ -158,8 +180,13 @@ class TopicDefaults(SpecModel):
 class SyncSpec(SpecModel):
     """What besides records is kept in sync: topic configs, topic ACLs, consumer group offsets."""
 
-    configs: bool = True
-    acls: bool = True
+    configs: bool = Field(
+        default=True, description="Copy the source topic's explicitly set configs (never broker defaults)."
+    )
+    acls: bool = Field(
+        default=True,
+        description="Copy literal topic ACLs, MM2's rules: ALLOW WRITE skipped, ALLOW ALL becomes ALLOW READ.",
+    )
     group_offsets: bool = Field(
         default=False,
         description="Write translated offsets into the target's __consumer_offsets (groups EMPTY there only).",
@@ -187,10 +214,22 @@ class ReplicationSpec(SpecModel):
 class OffsetsSpec(SpecModel):
     """Offset syncs and checkpoints (MM2's offset.lag.max, emit.checkpoints.*, offset-syncs.topic.location)."""
 
-    offset_lag_max: int = Field(default=defaults.MM2_OFFSET_LAG_MAX, ge=0)
-    emit_checkpoints: bool = True
-    checkpoint_interval: Duration = Field(default=timedelta(seconds=defaults.MM2_CHECKPOINT_INTERVAL_SECONDS))
-    offset_syncs_location: Literal["source", "target"] = "source"
+    offset_lag_max: int = Field(
+        default=defaults.MM2_OFFSET_LAG_MAX,
+        ge=0,
+        description="An offset sync is written at least every this many records per partition (MM2's offset.lag.max).",
+    )
+    emit_checkpoints: bool = Field(
+        default=True, description="Write `<source>.checkpoints.internal` on the target (MM2's emit.checkpoints)."
+    )
+    checkpoint_interval: Duration = Field(
+        default=timedelta(seconds=defaults.MM2_CHECKPOINT_INTERVAL_SECONDS),
+        description="How often group offsets are translated: the most a translated offset can lag at cutover.",
+    )
+    offset_syncs_location: Literal["source", "target"] = Field(
+        default="source",
+        description="Cluster of the `mm2-offset-syncs.<other>.internal` topic (MM2's offset-syncs.topic.location).",
+    )
 
     @field_validator("checkpoint_interval")
     @classmethod
@@ -203,8 +242,11 @@ class OffsetsSpec(SpecModel):
 class HeartbeatsSpec(SpecModel):
     """Heartbeats emitted into the source and replicated, proving the whole path works."""
 
-    enabled: bool = True
-    interval: Duration = Field(default=timedelta(seconds=defaults.MM2_HEARTBEAT_INTERVAL_SECONDS))
+    enabled: bool = Field(default=True, description="Emit heartbeats into the source's `heartbeats` topic.")
+    interval: Duration = Field(
+        default=timedelta(seconds=defaults.MM2_HEARTBEAT_INTERVAL_SECONDS),
+        description="How often (MM2's emit.heartbeats.interval.seconds).",
+    )
 
     @field_validator("interval")
     @classmethod
@@ -217,10 +259,14 @@ class HeartbeatsSpec(SpecModel):
 class FlowSpec(SpecModel):
     """One replication flow: records, configs, ACLs and offsets from `source` to `target`."""
 
-    name: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)]
-    source: str
-    target: str
-    enabled: bool = True
+    name: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)] = Field(
+        description="Unique; names the flow's job (`job/<name>`) and its Spark checkpoint folder."
+    )
+    source: str = Field(description="Alias of the cluster records are read from.")
+    target: str = Field(description="Alias of the cluster remote topics are written to.")
+    enabled: bool = Field(
+        default=True, description="false keeps the flow in the file but plans nothing for it (its job is stopped)."
+    )
     topics: TopicFilter = Field(default_factory=TopicFilter)
     groups: GroupFilter = Field(default_factory=GroupFilter)
     naming: NamingSpec = Field(default_factory=NamingSpec)
@@ -253,9 +299,9 @@ class FlowSpec(SpecModel):
 class PruneSpec(SpecModel):
     """Which kinds kmirror may delete when they leave the desired state. Deletes are opt-in per kind."""
 
-    topics: bool = False
-    acls: bool = False
-    jobs: bool = True
+    topics: bool = Field(default=False, description="Delete remote topics kmirror created whose source is gone.")
+    acls: bool = Field(default=False, description="Delete ACLs kmirror created that are no longer wanted.")
+    jobs: bool = Field(default=True, description="Stop the job of a flow that was removed or disabled.")
 
 
 class DesiredState(SpecModel):
