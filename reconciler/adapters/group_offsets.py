@@ -19,7 +19,7 @@ from reconciler.adapters.checkpointer import syncs_location
 from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
 from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.live.model import GroupInfo, LiveState
-from reconciler.offsets.translation import OffsetSyncStore
+from reconciler.offsets.history import SyncHistory
 from reconciler.spec.models import DesiredState, FlowSpec
 
 
@@ -41,7 +41,7 @@ def with_group_offsets(
         wanted = by_source[cluster]
         return admins[cluster].groups(lambda g: any(f.group_matches(g) for f in wanted))
 
-    def syncs(flow: FlowSpec) -> OffsetSyncStore | None:
+    def syncs(flow: FlowSpec) -> SyncHistory | None:
         cluster, topic = syncs_location(flow)
         return read_offset_syncs(desired.client_config(cluster), topic, timeout=timeout)
 

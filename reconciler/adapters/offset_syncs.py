@@ -2,7 +2,8 @@
 
 `InternalTopicReader` reads a one-partition internal topic from its start and, on every `read_to_end()`, up to
 the end offset it had when asked (compaction gaps and a topic that does not exist yet are handled).
-`OffsetSyncReader` feeds an `OffsetSyncStore` with the offset-syncs topic (MM2's `OffsetSyncStore.start()`:
+`OffsetSyncReader` feeds a `SyncHistory` (MM2's `OffsetSyncStore` plus every sync since the last rewind, for
+precise translation of groups far behind) with the offset-syncs topic (MM2's `OffsetSyncStore.start()`:
 nothing is translated until the first read reached the end); `read_checkpoints` loads the latest checkpoint per
 group and partition from `<source>.checkpoints.internal`; `CheckpointWriter` produces checkpoints in MM2's
 wire format. Records that do not decode are skipped and counted, never acted on.
@@ -24,6 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from reconciler.errors import ClusterUnreachableError, WireFormatError
 from reconciler.mm2.wire import Checkpoint, OffsetSync
 from reconciler.offsets.checkpoints import CheckpointStore
+from reconciler.offsets.history import SyncHistory
 from reconciler.offsets.translation import OffsetSyncStore
 
 log = logging.getLogger(__name__)
@@ -118,7 +120,7 @@ class OffsetSyncReader:
         timeout: float = 30.0,
         cluster: str = "",
     ) -> None:
-        self.store = OffsetSyncStore(initialization_must_read_to_end=initialization_must_read_to_end)
+        self.store = SyncHistory(OffsetSyncStore(initialization_must_read_to_end=initialization_must_read_to_end))
         self._reader = InternalTopicReader(config, topic, timeout=timeout, cluster=cluster)
         self.undecodable = 0
         self.read = 0
@@ -131,7 +133,7 @@ class OffsetSyncReader:
     def exists(self) -> bool:
         return self._reader.exists
 
-    def refresh(self) -> OffsetSyncStore:
+    def refresh(self) -> SyncHistory:
         for r in self._reader.read_to_end():
             if r.key is None or r.value is None:
                 continue
@@ -148,7 +150,7 @@ class OffsetSyncReader:
         self._reader.close()
 
 
-def read_offset_syncs(config: Mapping[str, Any], topic: str, *, timeout: float = 30.0) -> OffsetSyncStore | None:
+def read_offset_syncs(config: Mapping[str, Any], topic: str, *, timeout: float = 30.0) -> SyncHistory | None:
     """The whole offset-syncs topic in a store (MM2's startup read); None when the topic does not exist."""
     reader = OffsetSyncReader(config, topic, initialization_must_read_to_end=False, timeout=timeout)
     try:

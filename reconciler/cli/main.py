@@ -109,7 +109,7 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import completion, dev, import_mm2, plan_apply, schema, validate
+    from reconciler.cli import completion, cutover, dev, import_mm2, plan_apply, schema, validate
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
@@ -119,6 +119,7 @@ def _register() -> None:
     main.add_command(plan_apply.apply)
     main.add_command(plan_apply.state)
     main.add_command(plan_apply.force_unlock)
+    main.add_command(cutover.cutover)
     main.add_command(completion.completion)
 
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from reconciler.offsets.translation import OffsetSyncStore
+    from reconciler.offsets.checkpoints import Translator
 
 Permission = Literal["ALLOW", "DENY"]
 
@@ -70,7 +70,7 @@ class LiveState:
     round_trips: Mapping[str, int] = field(default_factory=dict)
     #: Per flow name, its offset-syncs read to the end (only for flows that sync group offsets). A flow that is
     #: missing here has no offset-syncs topic yet: nothing can be translated.
-    offset_syncs: Mapping[str, OffsetSyncStore] = field(default_factory=dict)
+    offset_syncs: Mapping[str, Translator] = field(default_factory=dict)
 
     def cluster(self, name: str) -> ClusterState:
         return self.clusters[name]

@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from reconciler.mm2.wire import Checkpoint, TopicPartition
-from reconciler.offsets.translation import OffsetSyncStore
+from reconciler.mm2.wire import Checkpoint, OffsetSync, TopicPartition
 
 __all__ = [
     "WRITABLE_STATES",
     "CheckpointStore",
     "GroupOffsetsLike",
     "TranslatedOffset",
+    "Translator",
     "checkpoints_for_group",
     "checkpoints_from",
     "is_more_recent",
@@ -45,6 +45,14 @@ WRITABLE_STATES = frozenset({"EMPTY", "DEAD"})
 
 #: (topic, partition) -> committed offset, as `KafkaAdmin.groups` reads them.
 Offsets = Mapping[tuple[str, int], int]
+
+
+class Translator(Protocol):
+    """What translation needs: `OffsetSyncStore` (MM2's) or `history.SyncHistory` (dense, kmirror's)."""
+
+    def translate_downstream(self, topic_partition: TopicPartition, upstream_offset: int) -> int | None: ...
+
+    def syncs_for(self, topic_partition: TopicPartition) -> tuple[OffsetSync, ...]: ...
 
 
 class GroupOffsetsLike(Protocol):
@@ -70,7 +78,7 @@ class TranslatedOffset:
 
 def translate_group(
     offsets: Offsets,
-    store: OffsetSyncStore,
+    store: Translator,
     *,
     remote_topic: Callable[[str], str],
     replicated: Callable[[str], bool],
@@ -97,7 +105,7 @@ def is_more_recent(checkpoint: Checkpoint, last: Checkpoint | None) -> bool:
 def checkpoints_for_group(
     group: str,
     offsets: Offsets,
-    store: OffsetSyncStore,
+    store: Translator,
     last: Mapping[TopicPartition, Checkpoint],
     *,
     remote_topic: Callable[[str], str],

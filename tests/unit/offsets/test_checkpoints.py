@@ -115,3 +115,34 @@ def test_checkpoint_store_keeps_the_latest_per_group_and_partition() -> None:
     assert len(st) == 2
     assert st.get("g")[TopicPartition("t", 0)].downstream_offset == 4
     assert st.converted_offsets() == {"g": {("t", 0): 4}, "h": {("t", 1): 2}}
+
+
+def test_dense_history_translates_groups_far_behind_precisely_and_stays_safe() -> None:
+    from reconciler.offsets.history import SyncHistory
+
+    h = SyncHistory()
+    for up in range(1, 200, 12):  # a catch-up batch: syncs every 12 records
+        h.update(OffsetSync("orders", 0, up, up))
+    h.update(OffsetSync("orders", 0, 199, 199))
+    assert h.translate_downstream(TopicPartition("orders", 0), 50) is None  # not read to the end yet
+    h.mark_read_to_end()
+    mm2 = h.store.translate_downstream(TopicPartition("orders", 0), 50)
+    assert mm2 is None or mm2 < 40  # MM2's store kept only the newest (or thinned the old syncs out)
+    assert h.translate_downstream(TopicPartition("orders", 0), 50) == 50  # sync 49 -> 49, + 1
+    assert h.translate_downstream(TopicPartition("orders", 0), 0) is None  # before the first sync
+    # a rewind (target recreated: downstream goes back) forgets everything before it
+    h.update(OffsetSync("orders", 0, 300, 5))
+    assert h.translate_downstream(TopicPartition("orders", 0), 250) is None
+    assert h.translate_downstream(TopicPartition("orders", 0), 310) == 6
+    assert h.syncs_for(TopicPartition("orders", 0))[0] == OffsetSync("orders", 0, 300, 5)
+
+
+def test_dense_history_falls_back_to_mm2_store_below_a_trimmed_window() -> None:
+    from reconciler.offsets.history import SyncHistory
+
+    h = SyncHistory(max_per_partition=3)
+    for up in (0, 10, 20, 30, 40):
+        h.update(OffsetSync("t", 0, up, up))
+    h.mark_read_to_end()
+    assert h.translate_downstream(TopicPartition("t", 0), 35) == 31
+    assert h.translate_downstream(TopicPartition("t", 0), 5) == h.store.translate_downstream(TopicPartition("t", 0), 5)

@@ -1,0 +1,363 @@
+"""Cutover readiness and the migration procedure of one flow, wiring adapters to the pure offset code.
+
+`readiness()` answers "can the consumers of this flow move to the target now?": replication lag per source
+partition (records on the source that the offset-syncs do not show as copied), the groups whose committed
+offsets all translate, and each group's checkpoint age. `run_cutover()` walks the documented procedure:
+
+  1. producers stopped: wait until the lag is 0 and the source end offsets stay still;
+  2. consumers stopped on the source: wait until every group of the flow is EMPTY there;
+  3. final checkpoint: one checkpoint cycle (MM2-format checkpoints to `<source>.checkpoints.internal`);
+  4. translated offsets written for every group of the flow that is EMPTY on the target (an active one is an
+     error naming it), never moving a target group backwards: the same planning as `kmirror plan`;
+  5. what to switch: bootstrap servers, topic names, group ids.
+
+With `dry_run` every step reports what it sees and would do, and nothing waits or writes. Nothing here prints:
+steps are reported through the `say` callback.
+
+How lag is measured: the replication job writes an exact offset-sync for the last record it copied of every
+partition (its delayed syncs, every few seconds), so a partition is caught up when no committed record follows
+its newest sync's upstream offset. Transaction markers and compaction gaps at the end are not records, so a
+short read (read_committed) confirms the remainder before calling it lag.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from reconciler.adapters.checkpointer import CycleReport, checkpoint_once, syncs_location
+from reconciler.adapters.group_offsets import with_group_offsets, write_group_offsets
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.offset_syncs import read_checkpoints, read_offset_syncs
+from reconciler.errors import KmirrorError
+from reconciler.live.model import ClusterState, LiveState
+from reconciler.mm2.wire import TopicPartition as Tp
+from reconciler.offsets.checkpoints import translate_group
+from reconciler.offsets.history import SyncHistory
+from reconciler.plan.builder import PlanError
+from reconciler.plan.definition import ResourceChange
+from reconciler.plan.group_offsets import flow_source_groups, plan_group_offsets
+from reconciler.spec.models import DesiredState, FlowSpec
+
+Say = Callable[[str], None]
+
+
+class CutoverError(KmirrorError):
+    """The cutover cannot go on (lag does not reach 0, consumers still run on the source, ...)."""
+
+
+@dataclass(frozen=True)
+class Readiness:
+    flow: str
+    lag: Mapping[tuple[str, int], int]
+    groups: tuple[str, ...]
+    untranslated: Mapping[str, tuple[tuple[str, int], ...]]
+    checkpoint_age_ms: Mapping[str, int | None]
+    active_source_groups: tuple[str, ...] = ()
+    syncs_found: bool = True
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+    def lag_per_topic(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (t, _), n in sorted(self.lag.items()):
+            out[t] = out.get(t, 0) + n
+        return out
+
+    @property
+    def ready(self) -> bool:
+        return self.syncs_found and self.total_lag == 0 and not self.untranslated
+
+    def verdict(self) -> str:
+        n = len(self.groups)
+        if self.ready:
+            return f"ready: lag 0, all {n} group(s) translated"
+        missing = []
+        if not self.syncs_found:
+            missing.append("no offset-syncs yet (has the replication job copied anything?)")
+        if self.total_lag:
+            lagging = ", ".join(f"{t} {n}" for t, n in self.lag_per_topic().items() if n)
+            missing.append(f"lag {self.total_lag} ({lagging})")
+        if self.untranslated:
+            missing.append(f"{len(self.untranslated)} of {n} group(s) not translated ({', '.join(self.untranslated)})")
+        return "not ready: " + "; ".join(missing)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "ready": self.ready,
+            "verdict": self.verdict(),
+            "lag": self.lag_per_topic(),
+            "groups": list(self.groups),
+            "untranslated": {g: [f"{t}/{p}" for t, p in tps] for g, tps in self.untranslated.items()},
+            "checkpoint_age_ms": dict(self.checkpoint_age_ms),
+            "active_source_groups": list(self.active_source_groups),
+        }
+
+
+@dataclass
+class CutoverResult:
+    readiness: Readiness | None = None
+    checkpoint: CycleReport | None = None
+    written: list[ResourceChange] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def _admins(desired: DesiredState, flow: FlowSpec, timeout: float) -> dict[str, KafkaAdmin]:
+    return {c: KafkaAdmin(c, desired.client_config(c), timeout) for c in (flow.source, flow.target)}
+
+
+def _flow(desired: DesiredState, name: str) -> FlowSpec:
+    try:
+        return desired.flow(name)
+    except KeyError:
+        names = ", ".join(f.name for f in desired.flows) or "none"
+        raise KmirrorError(f"there is no flow '{name}' in the desired state (flows: {names})") from None
+
+
+def replication_lag(
+    desired: DesiredState, flow: FlowSpec, admin: KafkaAdmin, store: SyncHistory | None, timeout: float = 10.0
+) -> dict[tuple[str, int], int]:
+    """Source records not yet copied, per replicated source partition (heartbeats left out)."""
+    heartbeats = flow.policy().heartbeats_topic()
+    partitions = [
+        (t, p)
+        for t, meta in admin.topics().items()
+        if t != heartbeats and flow.topic_matches(t)
+        for p in range(meta.partitions)
+    ]
+    if not partitions:
+        return {}
+    start, end = admin.start_offsets(partitions), admin.end_offsets(partitions)
+    lag: dict[tuple[str, int], int] = {}
+    suspect: dict[tuple[str, int], int] = {}
+    for tp in partitions:
+        newest = store.syncs_for(Tp(*tp)) if store is not None else ()
+        copied_to = max(start[tp], newest[0].upstream_offset + 1 if newest else start[tp])
+        lag[tp] = 0
+        if end[tp] > copied_to:
+            suspect[tp] = copied_to
+    if suspect:
+        has_records = _committed_records_after(desired.client_config(flow.source), suspect, end, timeout)
+        for tp, first in suspect.items():
+            lag[tp] = end[tp] - first if tp in has_records else 0
+    return lag
+
+
+def _committed_records_after(
+    config: Mapping[str, Any],
+    starts: Mapping[tuple[str, int], int],
+    ends: Mapping[tuple[str, int], int],
+    timeout: float,
+) -> set[tuple[str, int]]:
+    """The partitions that hold a committed record in [start, end) (read_committed; markers are not records)."""
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"kmirror-lag-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 0,
+        }
+    )
+    found: set[tuple[str, int]] = set()
+    pending = set(starts)
+    try:
+        consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                if msg.error():
+                    continue
+                tp = (msg.topic(), msg.partition())
+                if tp in pending and msg.offset() < ends[tp]:
+                    found.add(tp)
+                    pending.discard(tp)
+            positions = consumer.position([TopicPartition(t, p) for t, p in pending])
+            for pos in positions:
+                if pos.offset >= ends[(pos.topic, pos.partition)]:
+                    pending.discard((pos.topic, pos.partition))
+        return found | pending  # undecided (an open transaction): still lag
+    finally:
+        consumer.close()
+
+
+def readiness(desired: DesiredState, flow_name: str, *, timeout: float = 30.0) -> Readiness:
+    flow = _flow(desired, flow_name)
+    admins = _admins(desired, flow, timeout)
+    cluster, topic = syncs_location(flow)
+    store = read_offset_syncs(desired.client_config(cluster), topic, timeout=timeout)
+    return _readiness(desired, flow, admins, store, timeout)
+
+
+def _readiness(
+    desired: DesiredState,
+    flow: FlowSpec,
+    admins: Mapping[str, KafkaAdmin],
+    store: SyncHistory | None,
+    timeout: float,
+) -> Readiness:
+    lag = replication_lag(desired, flow, admins[flow.source], store, timeout=min(timeout, 10.0))
+    source = admins[flow.source].groups(flow.group_matches)
+    live = LiveState(clusters={flow.source: ClusterState(flow.source, {}, None, source)})
+    groups = flow_source_groups(flow, live)
+    untranslated: dict[str, tuple[tuple[str, int], ...]] = {}
+    heartbeats = flow.policy().heartbeats_topic()
+    for g, info in groups.items():
+        if store is None:
+            untranslated[g] = tuple(sorted(info.offsets))
+            continue
+        rows = translate_group(
+            info.offsets,
+            store,
+            remote_topic=flow.remote_topic,
+            replicated=lambda t: t != heartbeats and flow.topic_matches(t),
+        )
+        missing = tuple((r.source_topic, r.partition) for r in rows if r.target_offset is None)
+        if missing:
+            untranslated[g] = missing
+    ages: dict[str, int | None] = dict.fromkeys(groups)
+    if flow.offsets.emit_checkpoints:
+        _, stored, _ = read_checkpoints(
+            desired.client_config(flow.target), flow.policy().checkpoints_topic(flow.source), timeout=timeout
+        )
+        now = int(time.time() * 1000)
+        for (g, _, _), s in stored.items():
+            if g in ages:
+                age = now - s.timestamp
+                current = ages[g]
+                ages[g] = age if current is None else min(current, age)
+    active = tuple(g for g, info in groups.items() if info.state not in ("EMPTY", "DEAD"))
+    return Readiness(flow.name, lag, tuple(groups), untranslated, ages, active, store is not None)
+
+
+def run_cutover(
+    desired: DesiredState,
+    flow_name: str,
+    *,
+    say: Say,
+    dry_run: bool = False,
+    timeout: float = 300.0,
+    poll: float = 2.0,
+    client_timeout: float = 30.0,
+) -> CutoverResult:
+    flow = _flow(desired, flow_name)
+    admins = _admins(desired, flow, client_timeout)
+    syncs_cluster, syncs_topic = syncs_location(flow)
+    result = CutoverResult()
+    src, dst = flow.source, flow.target
+
+    def load() -> SyncHistory | None:
+        return read_offset_syncs(desired.client_config(syncs_cluster), syncs_topic, timeout=client_timeout)
+
+    note = " (dry run: nothing waits, nothing is written)" if dry_run else ""
+    say(f"Cutover of flow {flow.name}: {src} -> {dst}{note}")
+
+    # 1. producers stopped, lag 0 -------------------------------------------------------------------------
+    say(f"1. Stop every producer writing to the replicated topics on {src}; waiting for replication lag 0.")
+    deadline = time.monotonic() + timeout
+    previous_ends: dict[tuple[str, int], int] | None = None
+    while True:
+        state = _readiness(desired, flow, admins, load(), client_timeout)
+        ends = _source_ends(flow, admins[src])
+        still = previous_ends == ends
+        if dry_run or (state.total_lag == 0 and state.syncs_found and still):
+            break
+        if time.monotonic() > deadline:
+            raise CutoverError(
+                f"replication lag did not reach 0 within {timeout:.0f}s ({state.verdict()}); "
+                f"are producers still writing to {src}, and is the replication job of flow {flow.name} running?"
+            )
+        previous_ends = ends
+        time.sleep(poll)
+    result.readiness = state
+    lag_text = ", ".join(f"{t}={n}" for t, n in state.lag_per_topic().items()) or "no replicated topics"
+    say(f"   lag per topic: {lag_text}")
+
+    # 2. consumers stopped on the source ------------------------------------------------------------------
+    say(f"2. Stop the consumers of the flow's groups on {src}; waiting until every group is EMPTY there.")
+    while state.active_source_groups and not dry_run:
+        if time.monotonic() > deadline:
+            raise CutoverError(
+                f"consumer group(s) still active on {src}: {', '.join(state.active_source_groups)}; stop them, "
+                "then run cutover again"
+            )
+        time.sleep(poll)
+        state = _readiness(desired, flow, admins, load(), client_timeout)
+    if state.active_source_groups:
+        say(f"   still active on {src}: {', '.join(state.active_source_groups)}")
+    say(f"   {len(state.groups)} group(s): {', '.join(state.groups) or '-'}")
+
+    # 3. final checkpoint ---------------------------------------------------------------------------------
+    say(f"3. Final checkpoint to {flow.policy().checkpoints_topic(src)} on {dst}.")
+    if not dry_run and flow.offsets.emit_checkpoints:
+        result.checkpoint = checkpoint_once(
+            flow,
+            desired.client_config(src),
+            desired.client_config(dst),
+            sync_group_offsets=False,
+            timeout=client_timeout,
+        )
+        say(f"   {result.checkpoint.emitted} checkpoint(s) emitted for {result.checkpoint.groups} group(s)")
+
+    # 4. translated offsets -------------------------------------------------------------------------------
+    say(f"4. Write the translated offsets of groups EMPTY on {dst} (never backwards).")
+    live = LiveState(clusters={c: ClusterState(c, {}, None) for c in (src, dst)})
+    live = with_group_offsets(desired, live, admins, flows=[flow], timeout=client_timeout)
+    planned = plan_group_offsets(desired, live, flows=[flow])
+    for w in planned.warnings:
+        say(f"   warning: {w}")
+    if planned.errors:
+        raise PlanError(planned.errors)
+    if not planned.changes:
+        say(f"   nothing to write: every group is already at or past its translated offsets on {dst}")
+    for change in planned.changes:
+        after = change.after or {}
+        say(f"   {change.address}:")
+        for r in after.get("partitions", ()):
+            current = "-" if r["current_offset"] is None else r["current_offset"]
+            say(
+                f"     {r['topic']}/{r['partition']}: source {r['source_offset']} -> target {r['target_offset']} "
+                f"(now {current})"
+            )
+        if dry_run:
+            continue
+        outcome = write_group_offsets(admins[dst], after)
+        if outcome.ok:
+            result.written.append(change)
+        else:
+            result.failed.append(f"{change.address}: {outcome.message}")
+            say(f"     FAILED: {outcome.message}")
+
+    # 5. what to switch -----------------------------------------------------------------------------------
+    say("5. Switch the clients:")
+    say(f"   bootstrap servers: {desired.clusters[src].bootstrap_servers} -> {desired.clusters[dst].bootstrap_servers}")
+    heartbeats = flow.policy().heartbeats_topic()
+    replicated = sorted(t for t in admins[src].topics() if t != heartbeats and flow.topic_matches(t))
+    renamed = [(t, flow.remote_topic(t)) for t in replicated if flow.remote_topic(t) != t]
+    if not renamed:
+        say("   topic names: unchanged (identity naming)")
+    for t, r in renamed:
+        say(f"   topic {t} -> subscribe to {r} on {dst}")
+    say(f"   consumer groups: keep their ids ({', '.join(state.groups) or '-'}); start them on {dst}")
+    if result.failed:
+        raise CutoverError("could not write the offsets of: " + "; ".join(result.failed))
+    return result
+
+
+def _source_ends(flow: FlowSpec, admin: KafkaAdmin) -> dict[tuple[str, int], int]:
+    heartbeats = flow.policy().heartbeats_topic()
+    partitions = [
+        (t, p)
+        for t, m in admin.topics().items()
+        if t != heartbeats and flow.topic_matches(t)
+        for p in range(m.partitions)
+    ]
+    return admin.end_offsets(partitions)
