@@ -27,6 +27,8 @@ RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 class ChangeRecorder(Protocol):
     def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None: ...
 
+    def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None: ...
+
     def record(
         self,
         address: str,
@@ -68,6 +70,7 @@ class Executor:
         self.progress = progress
         self.outcomes: list[ChangeOutcome] = []
         self._total = 0
+        self._unrecorded: list[tuple[tuple[str, str, Mapping[str, Any] | None, str, str, str], ChangeOutcome]] = []
 
     def run(self, plan: Plan) -> list[ChangeOutcome]:
         changes = [c for c in plan.changes if c.action != Action.NOOP]
@@ -76,12 +79,16 @@ class Executor:
         for c in changes:
             by_kind[c.kind].append(c)
         self._topics(by_kind[Kind.INTERNAL_TOPIC] + by_kind[Kind.TOPIC])
+        self._flush()
         self._acls(by_kind[Kind.ACL])
+        self._flush()
         self._jobs(by_kind[Kind.JOB], changes)
+        self._flush()
         for c in by_kind[Kind.GROUP_OFFSETS]:
             admin = self.admins[(c.after or {})["cluster"]]
             written = _retry(functools.partial(_write_group_offsets, admin), [c])
             self._done(c, written[c.address])
+            self._flush()
         return self.outcomes
 
     # -- topics -----------------------------------------------------------------------------------------------
@@ -96,6 +103,7 @@ class Executor:
             results = _retry(functools.partial(_create_topics, admin), creates)
             for c in creates:
                 self._done(c, results[c.address])
+            self._flush()
             self._topic_updates(admin, [c for c in items if c.action == Action.UPDATE])
             for c in (c for c in items if c.action == Action.DELETE):
                 # Topic deletion is opt-in (prune.topics) and irreversible; done one by one on purpose.
@@ -156,6 +164,7 @@ class Executor:
     def _jobs(self, jobs: list[ResourceChange], all_changes: Sequence[ResourceChange]) -> None:
         not_applied = {o.address for o in self.outcomes if o.outcome != "applied"}
         for c in jobs:
+            self._flush()  # each job is recorded as soon as it is deployed or stopped
             flow = c.address.split("/", 1)[1]
             blocked = [
                 x.address
@@ -185,16 +194,25 @@ class Executor:
     def _done(self, c: ResourceChange, result: Outcome) -> None:
         outcome = ChangeOutcome(c.address, c.action.value, "applied" if result.ok else "failed", result.message)
         attributes = None if c.action == Action.DELETE else _recorded_form(c)
-        self.recorder.record(c.address, c.kind.value, attributes, c.action.value, outcome.outcome, outcome.message)
-        self._emit(outcome)
+        entry = (c.address, c.kind.value, attributes, c.action.value, outcome.outcome, outcome.message)
+        self._unrecorded.append((entry, outcome))
+
+    def _flush(self) -> None:
+        """Record what the last batch call completed (one state transaction), then report it."""
+        if not self._unrecorded:
+            return
+        batch, self._unrecorded = self._unrecorded, []
+        self.recorder.record_many([entry for entry, _ in batch])
+        for _, outcome in batch:
+            self._emit(outcome)
 
     def _intend(self, creates: list[ResourceChange]) -> None:
         if creates:
             self.recorder.intend([(c.address, c.kind.value, _recorded_form(c)) for c in creates])
 
     def _skip(self, c: ResourceChange, why: str) -> None:
-        self.recorder.record(c.address, c.kind.value, None, c.action.value, "skipped", why)
-        self._emit(ChangeOutcome(c.address, c.action.value, "skipped", why))
+        entry = (c.address, c.kind.value, None, c.action.value, "skipped", why)
+        self._unrecorded.append((entry, ChangeOutcome(c.address, c.action.value, "skipped", why)))
 
     def _emit(self, outcome: ChangeOutcome) -> None:
         self.outcomes.append(outcome)

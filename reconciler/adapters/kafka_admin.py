@@ -87,6 +87,7 @@ class KafkaAdmin:
         self.bootstrap = str(config.get("bootstrap.servers", "?"))
         self.timeout = timeout
         self.round_trips = 0
+        self.brokers: int | None = None
         self._admin = AdminClient({**config, "log_level": 0, "logger": _SilentLogger()})
 
     # -- reads ------------------------------------------------------------------------------------------------
@@ -97,6 +98,7 @@ class KafkaAdmin:
             metadata = self._admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
             raise self._unreachable(exc) from exc
+        self.brokers = len(metadata.brokers)
         result = {}
         for name, topic in metadata.topics.items():
             if topic.error is not None and not topic.partitions:

@@ -78,7 +78,8 @@ def read_live_state(
             )
             for t, info in bare[name].topics.items()
         }
-        return ClusterState(name, topics, admin.acls() if name in read_acls else None)
+        acls = admin.acls() if name in read_acls else None
+        return ClusterState(name, topics, acls, brokers=admin.brokers)
 
     with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
         states = dict(zip(admins, pool.map(phase2, admins), strict=True))

@@ -60,6 +60,8 @@ class ClusterState:
     topics: Mapping[str, TopicInfo]
     acls: tuple[AclEntry, ...] | None  # None: the cluster has no authorizer (or denied us DESCRIBE)
     groups: Mapping[str, GroupInfo] = field(default_factory=dict)
+    #: Brokers in the cluster's metadata; None: not read.
+    brokers: int | None = None
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,14 @@ def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[
 def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: RecordedState) -> TopicPlan:
     out = TopicPlan()
     wanted, out.errors = desired_remote_topics(desired, live)
+    for flow in desired.enabled_flows:
+        rf, brokers = flow.topic_defaults.replication_factor, live.clusters[flow.target].brokers
+        if brokers is not None and rf > brokers:
+            out.errors.append(
+                f"flow {flow.name}: topic_defaults.replication_factor is {rf}, but '{flow.target}' has "
+                f"{brokers} broker{'s' if brokers != 1 else ''}; no remote topic could be created. Lower it, or use "
+                "-1 for the broker's default."
+            )
     wanted_addresses = set()
     for rt in wanted:
         address = topic_address(rt.target_cluster, rt.name)

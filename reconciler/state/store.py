@@ -182,17 +182,25 @@ class ApplySession:
         outcome: str,
         message: str = "",
     ) -> None:
-        """Record one change as done (attributes = its applied form; None: resource gone) or as failed/skipped.
+        """Record one change as done (attributes = its applied form; None: resource gone) or as failed/skipped."""
+        self.record_many([(address, kind, attributes, action, outcome, message)])
+
+    def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None:
+        """Record the changes one batch call completed, in one transaction.
 
         A create that did not happen withdraws its pending record; other failures leave the record as it was.
         """
-        self._history["changes"].append({"address": address, "action": action, "outcome": outcome, "message": message})
-        records: list[tuple[str, dict[str, Any] | None]] = [self._hist()]
-        if outcome == "applied":
-            value = None if attributes is None else self._resource(address, kind, attributes)
-            records.insert(0, (RESOURCE + address, value))
-        elif action == "create":
-            records.insert(0, (RESOURCE + address, None))
+        records: list[tuple[str, dict[str, Any] | None]] = []
+        for address, kind, attributes, action, outcome, message in entries:
+            self._history["changes"].append(
+                {"address": address, "action": action, "outcome": outcome, "message": message}
+            )
+            if outcome == "applied":
+                value = None if attributes is None else self._resource(address, kind, attributes)
+                records.append((RESOURCE + address, value))
+            elif action == "create":
+                records.append((RESOURCE + address, None))
+        records.append(self._hist())
         self._write(records)
 
     def _resource(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.state.store import StateStore
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import (
     KMIRROR,
@@ -180,41 +181,46 @@ def test_two_applies_started_together_do_not_interleave(world: World) -> None:
 
 
 def test_apply_killed_half_way_leaves_true_state_and_the_next_apply_finishes(world: World) -> None:
-    n = 150
+    n = 400
     create_topics(world.source, *((f"{world.prefix}t{i:03d}", 1, {"retention.ms": "600000"}) for i in range(n)))
     spec = world.spec()
-    env = {**os.environ, "NO_COLOR": "1"}
-    proc = subprocess.Popen([*KMIRROR, "apply", "-f", str(spec), "--auto-approve"], cwd=world.tmp, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    assert proc.stdout is not None
-    applied = set()
-    for line in proc.stdout:
-        if "(create) ok" in line:
-            applied.add(line.split("] ", 1)[1].split(" ", 1)[0])
-            if len(applied) == 40:
-                break
+    store = StateStore(world.dst, world.target.config(), world.state_topic)
+    proc = subprocess.Popen(
+        [*KMIRROR, "apply", "-f", str(spec), "--auto-approve"], cwd=world.tmp, env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    # Kill it as soon as its apply session exists (serial 1 recorded), i.e. while it creates topics.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if store.exists() and store.read().serial >= 1:
+            break
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
     after = world.plan_json(spec)
     wanted = {f"topic/{world.dst}/{world.remote(f'{world.prefix}t{i:03d}')}" for i in range(n)}
     existing = {a for a in wanted if topic_exists(world.target, a.rsplit("/", 1)[1])}
-    creates = {c["address"] for c in after["changes"] if c["kind"] == "topic" and c["action"] == "create"}
-    confirms = {c["address"] for c in after["changes"] if c["kind"] == "topic" and c["action"] == "update"}
-    # The next plan is exactly the remaining work: what is missing is created; what the killed apply created
-    # but could not confirm was recorded (pending) before the broker call, so it is kmirror's own and is only
-    # confirmed; what it confirmed is not touched again.
-    applied_topics = applied & wanted
-    assert applied_topics <= existing
+    creates = {c["address"] for c in after["changes"] if c["address"] in wanted and c["action"] == "create"}
+    confirms = {c["address"] for c in after["changes"] if c["address"] in wanted and c["action"] == "update"}
+    # The next plan is exactly the remaining work and no error: what is missing is created; what the killed
+    # apply created but did not record as done was recorded as pending before the broker call, so it is
+    # kmirror's own and is only confirmed (not a foreign topic); what it recorded as done is not touched.
     assert creates == wanted - existing
-    assert confirms == existing - applied_topics
+    assert confirms <= existing
+    assert all(c["action"] in ("create", "update") for c in after["changes"])
+    recorded = StateStore(world.dst, world.target.config(), world.state_topic).read()
+    done = {a for a, r in recorded.resources.items() if not r.get("pending")}
+    assert not (confirms & done) and not (creates & done)
 
-    time.sleep(0.5)
     finished = world.kmirror("apply", "-f", str(spec), "--auto-approve")
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert world.kmirror("plan", "-f", str(spec), "--detailed-exitcode").returncode == 0
-    history = world.kmirror("state", "history", "-f", str(spec), check=True).stdout
-    assert "interrupted" in history and "completed" in history
+    assert all(topic_exists(world.target, a.rsplit("/", 1)[1]) for a in wanted)
+    history = json.loads(world.kmirror("state", "history", "-f", str(spec), "--format", "json", check=True).stdout)
+    statuses = [h["status"] for h in history["applies"]]
+    assert statuses[0] == "interrupted"
+    assert statuses[1:] == (["completed"] if after["changes"] else [])
 
 
 def test_a_change_the_broker_refuses_is_reported_and_the_rest_applied(world: World) -> None:

@@ -204,3 +204,13 @@ def test_plan_round_trips_through_json() -> None:
     again = Plan.from_json(p.to_json())
     assert again == p
     assert again.state.lineage == "lin-1" and again.state.serial == 1
+
+
+def test_replication_factor_above_the_broker_count_is_a_plan_error() -> None:
+    from dataclasses import replace
+
+    ds = desired("topics: {include: ['orders']}\ntopic_defaults: {replication_factor: 3}")
+    lv = live(src=[topic("orders")])
+    lv = LiveState(clusters={**lv.clusters, "dst": replace(lv.clusters["dst"], brokers=1)})
+    with pytest.raises(PlanError, match="replication_factor is 3, but 'dst' has 1 broker;"):
+        plan(ds, lv)
