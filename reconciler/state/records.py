@@ -3,7 +3,8 @@
 Keys (UTF-8), one partition, compacted, so the latest value per key is the truth:
   meta                      {"lineage", "serial", "updated_at"}
   resource/<address>        {"address", "kind", "attributes", "serial", "plan_id", "applied_at"}  (tombstone: gone)
-  history/<serial:010d>     one apply: plan id, spec digest, who/where/when, status, outcome per change
+  history/<serial:010d>     one apply: plan id, spec digest, who/where/when, status, counts per outcome
+  history/<serial>/<part>   its outcome per change, HISTORY_PART_SIZE a record (messages stay small)
   lock/<claim id>           a lock claim: {"id", "holder", "operation", "claimed_at"}  (tombstone: released)
   lease/<claim id>          {"id", "lease_until"}: renewed while the holder works (tombstone: released)
 
@@ -26,8 +27,17 @@ LOCK = "lock/"
 LEASE = "lease/"
 
 
+#: Outcomes per history part: a part stays far below Kafka's default 1 MB message limit at any plan size.
+HISTORY_PART_SIZE = 500
+
+
 def history_key(serial: int) -> str:
     return f"{HISTORY}{serial:010d}"
+
+
+def history_part_key(serial: int, part: int) -> str:
+    """`history/<serial>/<part>`: the outcome per change of one apply, HISTORY_PART_SIZE changes a record."""
+    return f"{history_key(serial)}/{part:05d}"
 
 
 def encode(value: dict[str, Any] | None) -> bytes | None:
@@ -76,6 +86,7 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
     snap = StateSnapshot()
     leases: dict[str, float] = {}
     raw_claims: dict[str, tuple[int, dict[str, Any]]] = {}
+    parts: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for key, value, offset in records:
         snap.end_offset = offset + 1
         doc = None if value is None else json.loads(value)
@@ -88,7 +99,11 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
             else:
                 snap.resources[address] = doc
         elif key.startswith(HISTORY) and doc is not None:
-            snap.history[key] = doc
+            serial, _, part = key[len(HISTORY) :].partition("/")
+            if part:
+                parts.setdefault(HISTORY + serial, {})[int(part)] = doc.get("changes", [])
+            else:
+                snap.history[key] = doc
         elif key.startswith(LOCK):
             claim_id = key[len(LOCK) :]
             if doc is None:
@@ -101,6 +116,8 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
                 leases.pop(claim_id, None)
             else:
                 leases[claim_id] = float(doc["lease_until"])
+    for key, doc in snap.history.items():
+        doc["changes"] = [c for _, chunk in sorted(parts.get(key, {}).items()) for c in chunk]
     for claim_id, (offset, doc) in raw_claims.items():
         snap.claims[claim_id] = LockClaim(
             id=claim_id,

@@ -22,7 +22,16 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.errors import KmirrorError
-from reconciler.state.records import META, RESOURCE, StateSnapshot, encode, fold, history_key
+from reconciler.state.records import (
+    HISTORY_PART_SIZE,
+    META,
+    RESOURCE,
+    StateSnapshot,
+    encode,
+    fold,
+    history_key,
+    history_part_key,
+)
 
 PARTITION = 0
 
@@ -155,8 +164,10 @@ class ApplySession:
             "started_at": _now(),
             "finished_at": None,
             "status": "running",
-            "changes": [],
         }
+        self._changes: list[dict[str, Any]] = []
+        self._parts_written = 0
+        self._changes_written = 0
         self._write([(META, {"lineage": self.lineage, "serial": self.serial, "updated_at": _now()}), self._hist()])
 
     def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None:
@@ -192,14 +203,13 @@ class ApplySession:
         """
         records: list[tuple[str, dict[str, Any] | None]] = []
         for address, kind, attributes, action, outcome, message in entries:
-            self._history["changes"].append(
-                {"address": address, "action": action, "outcome": outcome, "message": message}
-            )
+            self._changes.append({"address": address, "action": action, "outcome": outcome, "message": message})
             if outcome == "applied":
                 value = None if attributes is None else self._resource(address, kind, attributes)
                 records.append((RESOURCE + address, value))
             elif action == "create":
                 records.append((RESOURCE + address, None))
+        records += self._parts()
         records.append(self._hist())
         self._write(records)
 
@@ -224,7 +234,28 @@ class ApplySession:
         self._write([self._hist()])
 
     def _hist(self) -> tuple[str, dict[str, Any]]:
-        return history_key(self.serial), self._history
+        """The apply's history head (who, when, status, counts); outcomes go to parts (see `_parts`)."""
+        counts: dict[str, int] = {}
+        for c in self._changes:
+            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+        return history_key(self.serial), {**self._history, "counts": counts, "parts": self._parts_written}
+
+    def _parts(self) -> list[tuple[str, dict[str, Any] | None]]:
+        """The history parts holding outcomes added since the last write (rewriting only the last, growing one)."""
+        first = (
+            self._parts_written - 1
+            if self._parts_written and self._changes_written % HISTORY_PART_SIZE
+            else self._parts_written
+        )
+        records: list[tuple[str, dict[str, Any] | None]] = []
+        part = max(first, 0)
+        while part * HISTORY_PART_SIZE < len(self._changes):
+            chunk = self._changes[part * HISTORY_PART_SIZE : (part + 1) * HISTORY_PART_SIZE]
+            records.append((history_part_key(self.serial, part), {"changes": chunk}))
+            part += 1
+        self._parts_written = part
+        self._changes_written = len(self._changes)
+        return records
 
     def _write(self, records: list[tuple[str, dict[str, Any] | None]]) -> None:
         p = self._producer
