@@ -77,8 +77,9 @@ _COMMAND = re.compile(r"(?:^|[\s;&|(\"])kmirror (?:--?[a-z-]+ )*([a-z][a-z0-9-]*
 
 
 _SHELL_BLOCK = re.compile(r"```(?:sh|bash|shell|console)\n.*?```", re.S)
-#: In DESIGN.md's CLI contract, shown by the examples' READMEs, not built yet.
-PLANNED = {("status",)}
+#: In DESIGN.md's CLI contract and shown in the guides, being built (status; cutover is registered by its own
+#: commit): documented commands that may not be registered yet in every checkout.
+PLANNED = {("status",), ("cutover",)}
 
 
 def _code(text: str) -> list[str]:
