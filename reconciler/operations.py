@@ -47,10 +47,16 @@ def state_store(desired: DesiredState, timeout: float = 30.0) -> StateStore:
 
 def job_runner(desired: DesiredState) -> JobRunner | None:
     """The runner of `spark.deploy`, or None while no runner can be reached."""
-    return None  # the replication job's runners come with the replication work
+    if desired.spark.deploy == "none":
+        return None
+    from reconciler.replication.runners import runner_for
+
+    return runner_for(desired)
 
 
 def job_status(desired: DesiredState, runner: JobRunner | None) -> JobStatus:
+    if desired.spark.deploy == "none":
+        return JobStatus()
     status = getattr(runner, "status", None)
     if status is None:
         return JobStatus(known=False)

@@ -21,6 +21,8 @@ from reconciler.spec.models import DesiredState
 
 def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -> TopicPlan:
     out = TopicPlan()
+    if desired.spark.deploy == "none":
+        return out  # records are copied by something else; kmirror manages no job
     if not jobs.known:
         out.warnings.append("the job runner could not be asked about running jobs; no job changes planned.")
         return out

@@ -90,9 +90,11 @@ class StateSpec(SpecModel):
 class SparkSpec(SpecModel):
     """How the replication jobs run."""
 
-    deploy: Literal["local", "standalone"] = Field(
+    deploy: Literal["local", "standalone", "none"] = Field(
         default="local",
-        description="local: a detached spark-submit on this machine; standalone: a Spark standalone cluster.",
+        description="local: a detached spark-submit on this machine; standalone: a Spark standalone cluster; "
+        "none: kmirror runs no replication job (it manages topics, configs, ACLs and offsets only, e.g. while "
+        "another tool such as MM2 copies the records).",
     )
     master: str = Field(default="local[2]", description="local[N] for deploy=local, spark://host:port otherwise.")
     rest_url: str | None = Field(

@@ -63,6 +63,7 @@ clusters:
   {self.src}: {{bootstrap_servers: "{self.source.bootstrap_servers}"}}
   {self.dst}: {{bootstrap_servers: "{self.target.bootstrap_servers}"}}
 state: {{cluster: {self.dst}, topic: "{self.state_topic}"}}
+spark: {{deploy: none}}  # these tests are about topics, configs, ACLs and state: no replication job
 flows:
   - name: f{self.id}
     source: {self.src}

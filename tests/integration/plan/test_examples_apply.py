@@ -65,6 +65,7 @@ def _localize(example: str, source: KafkaCluster, target: KafkaCluster, out: Pat
         cluster["bootstrap_servers"] = physical.get(alias, target).bootstrap_servers
         cluster["client"] = {}
     doc["state"]["topic"] = f"_kmirror.state-{example}"
+    doc["spark"] = {"deploy": "none"}  # topics, configs, ACLs and state; replication jobs are tested elsewhere
     for flow in doc["flows"]:  # one broker per local cluster: the examples' replication factors cannot be met
         flow.setdefault("topic_defaults", {})["replication_factor"] = -1
     buf = io.StringIO()

@@ -76,3 +76,9 @@ def test_unknown_job_status_plans_no_job_change_and_warns() -> None:
 def test_changed_fields_lists_paths() -> None:
     assert changed_fields({"a": {"b": 1, "c": [1]}}, {"a": {"b": 2, "c": [1, 2]}}) == "a.b, a.c"
     assert changed_fields(None, {"a": 1}) == "no record of the previous spec"
+
+
+def test_deploy_none_manages_no_job() -> None:
+    ds = desired(FLOW).model_copy(update={"spark": desired(FLOW).spark.model_copy(update={"deploy": "none"})})
+    p = plan(ds, live(src=[topic("orders")], dst=[topic("src.orders")]), owned("src.orders"), JobStatus(known=False))
+    assert p.changes == () and p.warnings == ()
