@@ -134,7 +134,7 @@ def _type(prop: dict[str, Any], placed: dict[str, str]) -> str:
             return "map: name → " + _type(value, placed)
         return "object"
     if isinstance(kind, list):
-        names = [k for k in kind if not (k == "integer" and "number" in kind)]
+        names = [str(k) for k in kind if not (k == "integer" and "number" in kind)]
         return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
     text = str(kind) if kind else "any"
     if "pattern" in prop:
