@@ -69,14 +69,37 @@ def fetch() -> None:
 
 @dev.command()
 @_root_option
+def demo(root: Path | None) -> None:
+    """Run the main job end to end: clusters, example data, plan, apply (the PySpark job), status to lag 0.
+
+    \b
+    Example:
+      kmirror dev demo && kmirror status -f .kmirror/dev/demo/kmirror.yaml --watch 2
+    """
+    from reconciler.devenv import demo as demo_run
+
+    demo_run.run((root or dev_clusters.dev_root()).resolve(), say=click.echo)
+
+
+@dev.command()
+@_root_option
 def down(root: Path | None) -> None:
-    """Stop both clusters (their data is kept for the next `up`).
+    """Stop the demo's replication jobs and both clusters (their data is kept for the next `up`).
 
     \b
     Example:
       kmirror dev down && rm -rf .kmirror/dev   # and forget their data
     """
-    stopped = dev_clusters.down((root or dev_clusters.dev_root()).resolve())
+    root = (root or dev_clusters.dev_root()).resolve()
+    from reconciler.devenv.demo import demo_dir
+    from reconciler.replication.runners import LocalRunner
+
+    runner = LocalRunner(demo_dir(root))
+    for flow, info in runner.status().jobs.items():
+        if info.running:
+            runner.stop(flow)
+            click.echo(f"stopped the replication job of flow {flow}")
+    stopped = dev_clusters.down(root)
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
 
 

@@ -109,7 +109,7 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import completion, cutover, dev, import_mm2, plan_apply, schema, validate
+    from reconciler.cli import completion, cutover, dev, import_mm2, plan_apply, schema, status, validate
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
@@ -120,6 +120,7 @@ def _register() -> None:
     main.add_command(plan_apply.state)
     main.add_command(plan_apply.force_unlock)
     main.add_command(cutover.cutover)
+    main.add_command(status.status)
     main.add_command(completion.completion)
 
 

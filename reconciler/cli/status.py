@@ -1,0 +1,83 @@
+"""`kmirror status -f FILE [--flow NAME] [--format text|json] [--watch]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from reconciler.spec import load
+from reconciler.status import FlowStatus, status_of
+
+
+@click.command("status")
+@click.option("-f", "--file", "path", default="kmirror.yaml", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--flow", "flows", multiple=True, help="Only this flow (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until Ctrl-C.")
+@click.pass_context
+def status(ctx: click.Context, path: str, flows: tuple[str, ...], fmt: str, watch: float | None) -> None:
+    """Per flow: job state, throughput, lag per topic and partition, heartbeat age, cutover verdict.
+
+    \b
+    Examples:
+      kmirror status -f kmirror.yaml
+      kmirror status -f kmirror.yaml --flow onprem-to-cloud --format json
+      kmirror status -f kmirror.yaml --watch 2          # watch lag go to zero
+    """
+    desired = load(path).state
+    color = sys.stdout.isatty() and not (ctx.obj or {}).get("no_color")
+    while True:
+        statuses = status_of(desired, list(flows))
+        if fmt == "json":
+            click.echo(json.dumps({"flows": [s.to_json() for s in statuses]}, indent=2))
+        else:
+            click.echo(render(statuses, color), nl=False)
+        if watch is None:
+            return
+        time.sleep(watch)
+        if fmt == "text":
+            click.echo()
+
+
+def render(statuses: list[FlowStatus], color: bool) -> str:
+    out: list[str] = []
+    for s in statuses:
+        state = click.style(s.job_state, fg="green" if s.running else "red") if color else s.job_state
+        out.append(f"flow {s.flow}  {s.source} -> {s.target}  job: {state} ({s.runner})")
+        facts = []
+        if s.records is not None:
+            facts.append(f"{s.records:,} records copied")
+        if s.records_per_s is not None:
+            facts.append(f"{s.records_per_s:,.0f} records/s average")
+        if s.seconds_since_last_batch is not None:
+            facts.append(f"last batch {s.seconds_since_last_batch:.0f}s ago")
+        if s.heartbeat_age_ms is not None:
+            facts.append(f"newest heartbeat on target {s.heartbeat_age_ms / 1000:.1f}s old")
+        if facts:
+            out.append("  " + ", ".join(facts))
+        if s.lag:
+            lagging = {t: parts for t, parts in s.lag.items() if any(parts.values())}
+            if lagging:
+                width = max(len(t) for t in lagging)
+                out.append(f"  {'topic':<{width}}  {'lag':>10}  lagging partitions")
+                for topic, parts in lagging.items():
+                    detail = " ".join(f"{p}:{n:,}" for p, n in parts.items() if n)
+                    out.append(f"  {topic:<{width}}  {sum(parts.values()):>10,}  {_clip(detail, 80)}")
+            caught_up = len(s.lag) - len(lagging)
+            if caught_up:
+                out.append(f"  {caught_up:,} topic{'s' if caught_up != 1 else ''} at lag 0")
+        if s.verdict:
+            text = _clip(s.verdict, 160)
+            verdict = click.style(text, fg="green" if s.ready else "yellow") if color else text
+            out.append(f"  cutover: {verdict}")
+        for p in s.problems:
+            out.append(f"  ! {p}")
+        out.append("")
+    return "\n".join(out) + ("\n" if out else "No enabled flow.\n")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 5] + " ...)"
