@@ -57,11 +57,14 @@ log = logging.getLogger("kmirror.job")
 #: Spark settings kmirror reads from `spark.conf` (they are Spark-prefixed so spark-submit passes them on).
 MAX_OFFSETS_PER_TRIGGER = "spark.kmirror.maxOffsetsPerTrigger"
 TRIGGER_INTERVAL = "spark.kmirror.triggerInterval"
+CACHE_BATCH = "spark.kmirror.cacheBatch"
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
 #: client-side metadata cache of the consumers and admin it uses).
 METADATA_MAX_AGE_MS = "3000"
+#: Consumer settings for throughput (each Spark task reads one partition); `replication.consumer` overrides them.
+SOURCE_CONSUMER_DEFAULTS = {"max.partition.fetch.bytes": "8388608", "fetch.max.bytes": "67108864"}
 #: Producer settings for throughput; the flow's `replication.producer` overrides them. Idempotence and
 #: acks=all are not overridable.
 SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}
@@ -81,6 +84,7 @@ class StopRequested(Exception):
 def source_options(flow: FlowSpec, source: Mapping[str, str], consumer: Mapping[str, str]) -> dict[str, str]:
     """Spark Kafka source options (the cluster's Java client properties are in `source`, secrets resolved)."""
     options = {f"kafka.{k}": v for k, v in source.items()}
+    options.update({f"kafka.{k}": v for k, v in SOURCE_CONSUMER_DEFAULTS.items()})
     options.update({f"kafka.{k}": v for k, v in consumer.items()})
     options.update(
         {
@@ -299,6 +303,7 @@ class ReplicationJob:
         source["maxOffsetsPerTrigger"] = str(conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER)))
         self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer))
         self._projection = sink_projection(flow)
+        self._cache_batch = str(conf.get(CACHE_BATCH, "false")).lower() == "true"
         stream = spark.readStream.format("kafka").options(**source).load()
         return (
             stream.select("topic", "partition", "offset", "key", "value", "headers", "timestamp")
@@ -322,7 +327,8 @@ class ReplicationJob:
 
         started = time.monotonic()
         stride = sync_sample_stride(self.flow.offsets.offset_lag_max)
-        df.persist(StorageLevel.MEMORY_AND_DISK)
+        if self._cache_batch:
+            df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
             stats = (
@@ -333,13 +339,17 @@ class ReplicationJob:
             )
             if not stats:
                 return
+            aggregated = time.monotonic()
             touched: dict[str, int] = {}
             for row in stats:
                 touched[row["topic"]] = max(touched.get(row["topic"], 0), row["partition"])
             self.topics.ensure(touched)
+            ensured = time.monotonic()
             df.selectExpr(*self._projection).write.format("kafka").options(**self._sink).save()
+            written = time.monotonic()
         finally:
-            df.unpersist()
+            if self._cache_batch:
+                df.unpersist()
         remote = {(r["topic"], r["partition"]): (self.flow.remote_topic(r["topic"]), r["partition"]) for r in stats}
         ends = self._target_ends(set(remote.values()))
         pairs = {
@@ -353,8 +363,24 @@ class ReplicationJob:
         self.batches += 1
         self.records += n
         self.bytes += sum(r["bytes"] or 0 for r in stats)
-        elapsed = time.monotonic() - started
-        log.debug("batch %d: %d records, %d partitions, %d syncs, %.2fs", batch_id, n, len(stats), synced, elapsed)
+        now = time.monotonic()
+        elapsed = now - started
+        phases = {
+            "aggregate": round(aggregated - started, 3),
+            "topics": round(ensured - aggregated, 3),
+            "write": round(written - ensured, 3),
+            "offset_syncs": round(now - written, 3),
+        }
+        log.log(
+            logging.INFO if n >= 10_000 or elapsed >= 10 else logging.DEBUG,
+            "batch %d: %d records, %d partitions, %d syncs, %.1fs %s",
+            batch_id,
+            n,
+            len(stats),
+            synced,
+            elapsed,
+            phases,
+        )
         self.status.update(
             batches=self.batches,
             records=self.records,
@@ -362,6 +388,8 @@ class ReplicationJob:
             last_batch_id=batch_id,
             last_batch_at=time.time(),
             last_batch_seconds=round(elapsed, 3),
+            last_batch_records=n,
+            last_batch_phases=phases,
             offset_syncs=self.syncs.emitted,
         )
 
