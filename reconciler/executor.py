@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from reconciler.adapters.group_offsets import write_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
 from reconciler.live.model import AclEntry
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange
+from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, config_ops
 
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
@@ -121,9 +121,9 @@ class Executor:
             ),
             grow,
         )
-        alter = [c for c in updates if _config_ops(c) != ({}, [])]
+        alter = [c for c in updates if config_ops(c) != ({}, [])]
         altered = _retry(
-            lambda todo: admin.alter_topic_configs({(c.after or {})["name"]: _config_ops(c) for c in todo}), alter
+            lambda todo: admin.alter_topic_configs({(c.after or {})["name"]: config_ops(c) for c in todo}), alter
         )
         for c in updates:
             failures = [r for r in (grown.get(c.address), altered.get(c.address)) if r is not None and not r.ok]
@@ -237,14 +237,6 @@ def _create_topics(admin: KafkaAdmin, changes: list[ResourceChange]) -> list[Out
 
 def _write_group_offsets(admin: KafkaAdmin, changes: list[ResourceChange]) -> list[Outcome]:
     return [write_group_offsets(admin, c.after or {}) for c in changes]
-
-
-def _config_ops(c: ResourceChange) -> tuple[dict[str, str], list[str]]:
-    before = (c.before or {}).get("configs", {})
-    after = (c.after or {}).get("configs", {})
-    to_set = {k: v for k, v in after.items() if before.get(k) != v}
-    to_delete = sorted(k for k in before if k not in after)
-    return to_set, to_delete
 
 
 def _entries(form: Mapping[str, Any] | None) -> set[AclEntry]:

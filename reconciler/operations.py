@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.live_reader import admins_for, read_live_state
+from reconciler.adapters.preflight import preflight_warnings
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome, Executor, JobRunner
 from reconciler.plan.builder import build_plan
@@ -74,8 +75,9 @@ def make_plan(
 ) -> Plan:
     if recorded is None:
         recorded = state_store(desired, timeout).read().recorded()
+    admins = admins or admins_for(desired, timeout)
     live = read_live_state(desired, recorded, admins=admins, timeout=timeout)
-    return build_plan(
+    plan = build_plan(
         desired,
         live,
         recorded,
@@ -84,6 +86,8 @@ def make_plan(
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         targets=targets,
     )
+    refused = preflight_warnings(plan, admins)
+    return plan.model_copy(update={"warnings": (*plan.warnings, *refused)}) if refused else plan
 
 
 def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_topic: str = "") -> None:

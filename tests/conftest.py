@@ -81,6 +81,36 @@ def authz_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kafka
             kafka_local.stop(c.home)
 
 
+SCRAM_USER = "kmirror"
+
+
+@pytest.fixture(scope="session")
+def scram_secret() -> str:
+    """The SCRAM password of the secured pair: random per session, so finding it anywhere is a real leak."""
+    return f"s3cret-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="session")
+def scram_pair(
+    tmp_path_factory: pytest.TempPathFactory, scram_secret: str
+) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """A source/target pair whose clients must authenticate with SASL/SCRAM (on `sasl_bootstrap_servers`)."""
+    root = tmp_path_factory.mktemp("kafka-scram")
+    options = BrokerOptions(scram_users=((SCRAM_USER, scram_secret),))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [
+            pool.submit(_start, "source", KAFKA_SOURCE_VERSION, root, options),
+            pool.submit(_start, "target", KAFKA_TARGET_VERSION, root, options),
+        ]
+        clusters = [f.result() for f in futures]
+    try:
+        yield clusters[0], clusters[1]
+    finally:
+        for c in clusters:
+            assert c.home is not None
+            kafka_local.stop(c.home)
+
+
 @pytest.fixture(scope="session")
 def source(kafka_pair: tuple[KafkaCluster, KafkaCluster]) -> KafkaCluster:
     return kafka_pair[0]

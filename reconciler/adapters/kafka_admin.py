@@ -199,13 +199,20 @@ class KafkaAdmin:
         return {(tp.topic, tp.partition): self._wait(f).offset for tp, f in futures.items()}
 
     # -- writes (each returns one Outcome per resource) -------------------------------------------------------
-    def create_topics(self, topics: Sequence[tuple[str, int, int, Mapping[str, str]]]) -> list[Outcome]:
-        """Create (name, partitions, replication_factor, configs); an existing topic is a success."""
+    def create_topics(
+        self, topics: Sequence[tuple[str, int, int, Mapping[str, str]]], validate_only: bool = False
+    ) -> list[Outcome]:
+        """Create (name, partitions, replication_factor, configs); an existing topic is a success.
+
+        `validate_only`: the broker checks the request and creates nothing (the plan's preflight).
+        """
         if not topics:
             return []
         self.round_trips += 1
         new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=dict(c)) for n, p, rf, c in topics]
-        futures = self._admin.create_topics(new, request_timeout=self.timeout, operation_timeout=self.timeout)
+        futures = self._admin.create_topics(
+            new, request_timeout=self.timeout, operation_timeout=self.timeout, validate_only=validate_only
+        )
         return [self._outcome(name, futures[name]) for name, *_ in topics]
 
     def create_partitions(self, increases: Mapping[str, int]) -> list[Outcome]:
@@ -227,7 +234,9 @@ class KafkaAdmin:
             ]
         return outcomes
 
-    def alter_topic_configs(self, changes: Mapping[str, tuple[Mapping[str, str], Iterable[str]]]) -> list[Outcome]:
+    def alter_topic_configs(
+        self, changes: Mapping[str, tuple[Mapping[str, str], Iterable[str]]], validate_only: bool = False
+    ) -> list[Outcome]:
         """Incremental alter configs: per topic, (configs to SET, config names to DELETE). Never a full alter."""
         if not changes:
             return []
@@ -238,7 +247,9 @@ class KafkaAdmin:
             ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(to_delete)]
             resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
         self.round_trips += 1
-        futures = self._admin.incremental_alter_configs(resources, request_timeout=self.timeout)
+        futures = self._admin.incremental_alter_configs(
+            resources, request_timeout=self.timeout, validate_only=validate_only
+        )
         return [self._outcome(r.name, futures[r]) for r in resources]
 
     def delete_topic(self, name: str) -> Outcome:

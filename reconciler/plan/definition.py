@@ -101,6 +101,13 @@ def summarize(changes: tuple[ResourceChange, ...]) -> Summary:
     )
 
 
+def config_ops(change: ResourceChange) -> tuple[dict[str, str], list[str]]:
+    """A topic change's incremental config calls: (configs to SET, names to DELETE), from before -> after."""
+    before = (change.before or {}).get("configs", {})
+    after = (change.after or {}).get("configs", {})
+    return {k: v for k, v in after.items() if before.get(k) != v}, sorted(k for k in before if k not in after)
+
+
 def topic_address(cluster: str, name: str) -> str:
     return f"topic/{cluster}/{name}"
 

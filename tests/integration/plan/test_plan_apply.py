@@ -223,19 +223,36 @@ def test_apply_killed_half_way_leaves_true_state_and_the_next_apply_finishes(wor
     assert statuses[1:] == (["completed"] if after["changes"] else [])
 
 
-def test_a_change_the_broker_refuses_is_reported_and_the_rest_applied(world: World) -> None:
-    good, bad = f"{world.prefix}good", f"{world.prefix}bad"
-    # message.downconversion.enable exists in Kafka 3.9 and was removed in 4.0: the 4.x target refuses it.
+def test_a_change_the_broker_refuses_is_warned_in_the_plan_reported_by_apply_and_the_rest_applied(
+    world: World,
+) -> None:
+    good, bad, gone = f"{world.prefix}good", f"{world.prefix}bad", f"{world.prefix}gone"
     create_topics(
-        world.source, (good, 1, {"retention.ms": "60000"}), (bad, 1, {"message.downconversion.enable": "false"})
+        world.source,
+        (good, 1, {"retention.ms": "60000"}),
+        (bad, 1, {"segment.bytes": "100000"}),  # valid on 3.9; Kafka 4.x requires at least 1 MiB
+        (gone, 1, {"message.downconversion.enable": "false"}),  # a config Kafka 4.0 removed
     )
     spec = world.spec()
+    plan = world.plan_json(spec)
+    warned = [w for w in plan["warnings"] if "the broker refuses this change" in w]
+    assert any(w.startswith(f"topic/{world.dst}/{world.remote(bad)}:") and "segment.bytes" in w for w in warned)
+    assert any(w.startswith(f"topic/{world.dst}/{world.remote(gone)}:") and "downconversion" in w for w in warned)
+    assert len(warned) == 2
+
     result = world.kmirror("apply", "-f", str(spec), "--auto-approve")
     assert result.returncode == 1
-    assert (
-        f"topic/{world.dst}/{world.remote(bad)}" in result.stderr and "message.downconversion.enable" in result.stderr
-    )
+    assert f"topic/{world.dst}/{world.remote(bad)}" in result.stderr and "segment.bytes" in result.stderr
     assert topic_exists(world.target, world.remote(good))
     assert not topic_exists(world.target, world.remote(bad))
     remaining = world.plan_json(spec)
-    assert [c["address"] for c in remaining["changes"]] == [f"topic/{world.dst}/{world.remote(bad)}"]
+    assert sorted(c["address"] for c in remaining["changes"]) == sorted(
+        f"topic/{world.dst}/{world.remote(t)}" for t in (bad, gone)
+    )
+
+    # The documented fix: leave the config out of the sync.
+    fixed = world.spec(
+        "sync: {config_exclude: ['segment\\.bytes', 'message\\.downconversion\\.enable']}", name="fixed.yaml"
+    )
+    world.kmirror("apply", "-f", str(fixed), "--auto-approve", check=True)
+    assert world.kmirror("plan", "-f", str(fixed), "--detailed-exitcode").returncode == 0
