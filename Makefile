@@ -37,7 +37,7 @@ actionlint: $(ACTIONLINT) $(BIN)/kmirror
 
 ## test: everything CI runs: setup, lint, then the whole test suite on real local Kafka and Spark
 test: lint
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/pytest --durations=20 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 test-unit: setup
