@@ -7,11 +7,12 @@ topic never mix with another module's (the clusters are shared by the whole sess
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,13 +59,32 @@ class Flow:
     def remote(self, topic: str) -> str:
         return self.state.flow(self.name).remote_topic(topic)
 
+    def widened(self, *include: str) -> DesiredState:
+        """The module's desired state with more topic filters."""
+        return desired_state(
+            self.source,
+            self.target,
+            self.runner.base_dir,
+            source_alias=self.source_alias,
+            target_alias=self.target_alias,
+            include=[self.prefix + r"\..*", *include],
+        )
+
     def deploy(self) -> None:
         self.runner.deploy(self.name, self.state.flow_effective_spec(self.name), self.state.flow_digest(self.name))
 
 
 def desired_state(
-    source: KafkaCluster, target: KafkaCluster, base: Path, *, source_alias: str, target_alias: str, include: str
+    source: KafkaCluster,
+    target: KafkaCluster,
+    base: Path,
+    *,
+    source_alias: str,
+    target_alias: str,
+    include: Sequence[str],
 ) -> DesiredState:
+    """The module's desired state: one flow `repl` replicating the topics `include` matches (regexes)."""
+    includes = ", ".join(json.dumps(i) for i in include)
     text = f"""
 version: 1
 clusters:
@@ -80,7 +100,7 @@ flows:
   - name: repl
     source: {source_alias}
     target: {target_alias}
-    topics: {{include: ["{include}"]}}
+    topics: {{include: [{includes}]}}
     offsets: {{offset_lag_max: 10}}
     heartbeats: {{enabled: true, interval: 1s}}
 """
@@ -94,7 +114,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     base = tmp_path_factory.mktemp("replication")
     prefix = f"rep{tag}"
     state = desired_state(
-        source, target, base, source_alias=f"s{tag}", target_alias=f"t{tag}", include=prefix + r"\\..*"
+        source, target, base, source_alias=f"s{tag}", target_alias=f"t{tag}", include=[prefix + r"\..*"]
     )
     runner = LocalRunner(base, state.spark, stop_timeout=60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)

@@ -2,7 +2,8 @@
 
 One job serves the whole module (starting Spark costs ~20 s on a 2-core machine); each test uses its own topics
 under the module's prefix, which the flow's filter includes. In file order: fidelity, new topics and partitions,
-offset-syncs and heartbeats, kill -9 and redeploy, graceful stop.
+offset-syncs and heartbeats, redeploy with a widened filter, kill -9 and deploy again, graceful stop. Duplicates
+after kill -9 are counted and printed (at least once); a graceful redeploy must produce none.
 """
 
 from __future__ import annotations
@@ -263,56 +264,97 @@ def test_offset_syncs_and_heartbeats_decode_and_make_sense(flow: Flow) -> None:
     print(f"{len(beats)} heartbeats replicated; newest is {time.time() * 1000 - stamps[-1]:.0f} ms old")
 
 
+class SequenceProducer:
+    """Produces sequence-numbered records round-robin over a topic's partitions in a thread, until stopped."""
+
+    def __init__(self, flow: Flow, topic: str, partitions: int) -> None:
+        self.flow, self.topic, self.partitions = flow, topic, partitions
+        self.produced: dict[int, list[int]] = {p: [] for p in range(partitions)}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SequenceProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        producer = _producer(self.flow)
+        seq = 0
+        while not self._stop.is_set():
+            for _ in range(100):
+                p = seq % self.partitions
+                producer.produce(self.topic, value=str(seq).encode(), partition=p)
+                self.produced[p].append(seq)
+                seq += 1
+            producer.poll(0)
+            time.sleep(0.2)  # ~500 records/s: a steady stream the job keeps up with on a busy 2-core machine
+        assert producer.flush(30) == 0
+
+    def check_target(self) -> tuple[int, int]:
+        """Wait until everything is copied; assert none lost and order kept. Returns (records, duplicates)."""
+        flow, remote = self.flow, self.flow.remote(self.topic)
+        wait_replicated(flow, self.topic, {p: len(seqs) for p, seqs in self.produced.items()}, timeout=180)
+        time.sleep(2)
+        duplicates = 0
+        for p, seqs in self.produced.items():
+            got = [int(r.value or b"-1") for r in read_partition(flow.target, remote, p)]
+            counts = Counter(got)
+            missing = set(seqs) - set(counts)
+            assert not missing, f"partition {p}: {len(missing)} records lost, e.g. {sorted(missing)[:10]}"
+            duplicates += sum(c - 1 for c in counts.values())
+            assert list(dict.fromkeys(got)) == seqs, f"partition {p}: order differs"
+        return sum(len(s) for s in self.produced.values()), duplicates
+
+
+@pytest.mark.slow
+def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> None:
+    old, new = flow.topic("redeployed"), f"wide{flow.prefix}.extra"
+    create_topic(flow.source, old, 2)
+    create_topic(flow.source, new, 2)
+    producer = _producer(flow)
+    for i in range(100):
+        producer.produce(new, value=f"n{i}".encode(), partition=i % 2)
+    producer.flush(30)
+    widened = flow.widened(rf"wide{flow.prefix}\..*")
+    assert widened.flow_digest(flow.name) != flow.state.flow_digest(flow.name)
+    with SequenceProducer(flow, old, 2) as seq:
+        remote = flow.remote(old)
+        wait_for("the job to copy some records", lambda: sum(end_offsets(flow.target, remote).values()) > 1000)
+        flow.state = widened
+        flow.deploy()  # graceful stop (the batch in flight finishes), then start from the positions reached
+        info = flow.runner.status().jobs[flow.name]
+        assert info.running and info.spec_digest == widened.flow_digest(flow.name)
+        time.sleep(3)
+    total, duplicates = seq.check_target()
+    print(f"redeploy mid-stream: {total} records, none lost, {duplicates} duplicates")
+    assert duplicates == 0, "a graceful stop finishes its batch and writes nothing after it"
+    wait_replicated(flow, new, {0: 50, 1: 50})  # the newly included topic, from its earliest offset
+    assert [r.value for r in read_partition(flow.target, flow.remote(new), 0)] == [
+        f"n{i}".encode() for i in range(0, 100, 2)
+    ]
+
+
 @pytest.mark.slow
 def test_kill_9_mid_stream_then_deploy_loses_nothing(flow: Flow) -> None:
     topic = flow.topic("killed")
-    partitions = 3
-    create_topic(flow.source, topic, partitions)
-    produced: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    stop = threading.Event()
-
-    def produce() -> None:
-        producer = _producer(flow)
-        seq = 0
-        while not stop.is_set():
-            for _ in range(100):
-                producer.produce(topic, value=str(seq).encode(), partition=seq % partitions)
-                produced[seq % partitions].append(seq)
-                seq += 1
-            producer.poll(0)
-            time.sleep(0.05)
-        assert producer.flush(30) == 0
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    try:
+    create_topic(flow.source, topic, 3)
+    with SequenceProducer(flow, topic, 3) as seq:
         remote = flow.remote(topic)
-        wait_for("the job to copy some records", lambda: sum(end_offsets(flow.target, remote).values()) > 2000)
+        wait_for("the job to copy some records", lambda: sum(end_offsets(flow.target, remote).values()) > 1000)
         job = flow.runner.job(flow.name)
         assert job is not None and job.pid is not None and job.running
         os.killpg(job.pid, signal.SIGKILL)
         wait_for("the killed job to be reported not running", lambda: not flow.runner.status().jobs[flow.name].running)
-        info = flow.runner.status().jobs[flow.name]
-        assert "exited" in info.detail
+        assert "exited" in flow.runner.status().jobs[flow.name].detail
         time.sleep(2)  # records keep arriving while the job is down
         flow.deploy()
         assert flow.runner.status().jobs[flow.name].running
         time.sleep(5)
-    finally:
-        stop.set()
-        thread.join(60)
-    wait_replicated(flow, topic, {p: len(seqs) for p, seqs in produced.items()}, timeout=180)
-    time.sleep(2)
-    duplicates = 0
-    for p, seqs in produced.items():
-        got = [int(r.value or b"-1") for r in read_partition(flow.target, flow.remote(topic), p)]
-        counts = Counter(got)
-        missing = set(seqs) - set(counts)
-        assert not missing, f"partition {p}: {len(missing)} records lost, e.g. {sorted(missing)[:10]}"
-        duplicates += sum(c - 1 for c in counts.values())
-        first_seen = list(dict.fromkeys(got))
-        assert first_seen == seqs, f"partition {p}: order differs"
-    total = sum(len(s) for s in produced.values())
+    total, duplicates = seq.check_target()
     print(f"kill -9 and redeploy: {total} records produced, none lost, {duplicates} duplicates")
 
 
