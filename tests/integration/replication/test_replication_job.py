@@ -36,7 +36,7 @@ from tests.integration.replication.conftest import (
     wait_replicated,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # every test here needs the module's Spark job (~30 s+)
 
 DAY_MS = 86_400_000
 
