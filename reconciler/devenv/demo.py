@@ -74,15 +74,18 @@ def run(root: Path, say: Callable[[str], None] = print) -> Path:
         if result.returncode != 0:
             raise SystemExit(f"`kmirror {' '.join(args)}` failed (exit {result.returncode})")
 
-    say("\n== kmirror status  (until the lag is 0)")
-    deadline = time.monotonic() + 300
+    say("\n== kmirror status  (until the lag is 0 and the consumer group is translated)")
+    deadline = time.monotonic() + 420
     while True:
         out = subprocess.run([*kmirror, "status", "-f", str(spec)], cwd=folder, capture_output=True, text=True)
         say(out.stdout.rstrip())
-        if "at lag 0" in out.stdout and "lagging partitions" not in out.stdout and "records copied" in out.stdout:
+        if "cutover: ready" in out.stdout and "records copied" in out.stdout:
             break
         if time.monotonic() > deadline:
-            raise SystemExit("the lag did not reach 0 within 5 minutes; see the job's driver.log under .kmirror/jobs")
+            raise SystemExit(
+                "the flow was not ready (lag 0, groups translated) within 7 minutes; see the job's driver.log "
+                f"under {folder / '.kmirror' / 'jobs'}"
+            )
         time.sleep(5)
     say(
         "\nReplication runs. Try:\n"
