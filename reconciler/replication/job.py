@@ -12,13 +12,19 @@ header that `TimestampInterceptor` (see `interceptor.py`) turns back into the re
 sink's producer. The producer is idempotent with `acks=all`, and each Kafka partition is one Spark task, so
 order within a partition is kept.
 
-Per micro-batch (`foreachBatch`, on the driver): cache the batch; aggregate per source partition the last
-source offset and the record count; create or grow the remote topics it needs (`RemoteTopicKeeper`, the
-planner's rules); write; read the target end offsets of the partitions written to, and, since kmirror is the
-only writer of its remote topics and writes without transactions, map each partition's last copied source
-offset to (target end - 1); feed those pairs to MM2's offset-sync rule and produce the syncs. A driver thread
-emits heartbeats into the source. Progress lives in the Spark checkpoint (`spark.checkpoint_root/<flow>`);
-a restart or redeploy resumes from it, at least once.
+Per micro-batch (`foreachBatch`, driven from the driver): aggregate per source partition the record count, the
+last source offset and every `offset_lag_max/4`-th source offset (a first pass over the batch, JVM only); create
+or grow the remote topics the batch needs (`RemoteTopicKeeper`, the planner's rules); write (a second pass;
+`spark.kmirror.cacheBatch=true` caches the batch between the two, off by default: measured no faster here and it
+holds up to `maxOffsetsPerTrigger` records in the driver's heap). Then read the target end offsets of the
+partitions written to: kmirror is the only writer of its remote topics and writes without transactions, so the
+batch's records of a partition are the last `count` records of its remote partition, in order, and each sampled
+source offset maps to an exact target offset. Those pairs go through MM2's offset-sync rule
+(`OffsetSyncEmitter.observe_batch`) into the offset-syncs topic; held syncs are flushed every few seconds.
+A driver thread emits heartbeats into the source. Progress lives in the Spark checkpoint
+(`spark.checkpoint_root/<flow>`); a restart or redeploy resumes from it, at least once. A failed query is
+restarted in-process with backoff (it re-runs the uncommitted batch); after five failures in a row without
+progress the job exits 1.
 
 SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
 writes anything (Spark re-runs it on the next start), the query stops, the process exits 0.
