@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,33 +41,9 @@ def _start(name: str, version: str, root: Path, options: BrokerOptions | None = 
     return KafkaCluster(name, c.bootstrap_servers, c.version, Path(c.home), c.sasl_bootstrap_servers)
 
 
-@pytest.fixture(scope="session")
-def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
-    src_env = os.environ.get("KMIRROR_TEST_SOURCE_BOOTSTRAP")
-    tgt_env = os.environ.get("KMIRROR_TEST_TARGET_BOOTSTRAP")
-    if src_env and tgt_env:
-        yield KafkaCluster("source", src_env, None), KafkaCluster("target", tgt_env, None)
-        return
-    root = tmp_path_factory.mktemp("kafka")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [
-            pool.submit(_start, "source", KAFKA_SOURCE_VERSION, root),
-            pool.submit(_start, "target", KAFKA_TARGET_VERSION, root),
-        ]
-        clusters = [f.result() for f in futures]
-    try:
-        yield clusters[0], clusters[1]
-    finally:
-        for c in clusters:
-            assert c.home is not None
-            kafka_local.stop(c.home)
-
-
-@pytest.fixture(scope="session")
-def authz_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
-    """A second source/target pair with StandardAuthorizer on (ANONYMOUS and User:admin are super users)."""
-    root = tmp_path_factory.mktemp("kafka-authz")
-    options = BrokerOptions(authorizer=True)
+@contextmanager
+def _local_pair(root: Path, options: BrokerOptions | None = None) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """A Kafka 3.9 source and a 4.x target started side by side under `root`, stopped on exit."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [
             pool.submit(_start, "source", KAFKA_SOURCE_VERSION, root, options),
@@ -79,6 +56,26 @@ def authz_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kafka
         for c in clusters:
             assert c.home is not None
             kafka_local.stop(c.home)
+
+
+@pytest.fixture(scope="session")
+def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    src_env = os.environ.get("KMIRROR_TEST_SOURCE_BOOTSTRAP")
+    tgt_env = os.environ.get("KMIRROR_TEST_TARGET_BOOTSTRAP")
+    if src_env and tgt_env:
+        yield KafkaCluster("source", src_env, None), KafkaCluster("target", tgt_env, None)
+        return
+    with _local_pair(tmp_path_factory.mktemp("kafka")) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="session")
+def authz_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """A second source/target pair with StandardAuthorizer on (ANONYMOUS and User:admin are super users)."""
+    root = tmp_path_factory.mktemp("kafka-authz")
+    options = BrokerOptions(authorizer=True)
+    with _local_pair(root, options) as pair:
+        yield pair
 
 
 SCRAM_USER = "kmirror"
@@ -97,18 +94,8 @@ def scram_pair(
     """A source/target pair whose clients must authenticate with SASL/SCRAM (on `sasl_bootstrap_servers`)."""
     root = tmp_path_factory.mktemp("kafka-scram")
     options = BrokerOptions(scram_users=((SCRAM_USER, scram_secret),))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [
-            pool.submit(_start, "source", KAFKA_SOURCE_VERSION, root, options),
-            pool.submit(_start, "target", KAFKA_TARGET_VERSION, root, options),
-        ]
-        clusters = [f.result() for f in futures]
-    try:
-        yield clusters[0], clusters[1]
-    finally:
-        for c in clusters:
-            assert c.home is not None
-            kafka_local.stop(c.home)
+    with _local_pair(root, options) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="session")
