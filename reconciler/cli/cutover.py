@@ -10,19 +10,12 @@ import json
 import click
 
 from reconciler import cutover as use_case
+from reconciler.cli.options import file_option
 from reconciler.spec import load
 
 
 @click.command("cutover")
-@click.option(
-    "-f",
-    "--file",
-    "path",
-    default="kmirror.yaml",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="The desired-state file.",
-)
+@file_option
 @click.option("--flow", "flow_name", required=True, help="The flow whose consumers move to its target.")
 @click.option("--dry-run", is_flag=True, help="Show the steps and what each would do now; wait for and write nothing.")
 @click.option("--check", is_flag=True, help="Only print cutover readiness (lag, translated groups, checkpoint age).")

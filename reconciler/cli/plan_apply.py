@@ -14,21 +14,13 @@ from pathlib import Path
 import click
 
 from reconciler import operations
+from reconciler.cli.options import file_option
 from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome
 from reconciler.plan.definition import Plan
 from reconciler.spec import load
 
-_file_option = click.option(
-    "-f",
-    "--file",
-    "path",
-    default="kmirror.yaml",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="The desired-state file.",
-)
 _target_option = click.option(
     "--target",
     "targets",
@@ -55,7 +47,7 @@ def _render(plan: Plan, fmt: str, color: bool) -> str:
 
 
 @click.command("plan")
-@_file_option
+@file_option
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the plan (JSON) for `apply`.")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes, 0 when there are none.")
@@ -89,7 +81,7 @@ def plan(
 
 
 @click.command("apply")
-@_file_option
+@file_option
 @click.argument("planfile", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--auto-approve", is_flag=True, help="Apply without asking (CI). Without it, asks on a terminal.")
 @click.option("--lock-timeout", default=0.0, show_default=True, help="Seconds to wait for another apply's lock.")
@@ -170,7 +162,7 @@ def state() -> None:
 
 
 @state.command("list")
-@_file_option
+@file_option
 def state_list(path: str) -> None:
     """Every managed resource, with the apply (serial) that last changed it.
 
@@ -186,7 +178,7 @@ def state_list(path: str) -> None:
 
 
 @state.command("show")
-@_file_option
+@file_option
 @click.argument("address")
 def state_show(path: str, address: str) -> None:
     """One resource's recorded (last-applied) form, as JSON.
@@ -202,7 +194,7 @@ def state_show(path: str, address: str) -> None:
 
 
 @state.command("history")
-@_file_option
+@file_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def state_history(path: str, fmt: str) -> None:
     """Every apply: serial, status, who and from where, when, and its outcome per change.
@@ -235,7 +227,7 @@ def state_history(path: str, fmt: str) -> None:
 
 
 @click.command("force-unlock")
-@_file_option
+@file_option
 @click.argument("lock_id")
 def force_unlock(path: str, lock_id: str) -> None:
     """Break the state lock LOCK_ID on purpose (its holder is fenced and can no longer write state).

@@ -8,12 +8,13 @@ import time
 
 import click
 
+from reconciler.cli.options import file_option
 from reconciler.spec import load
 from reconciler.status import FlowStatus, status_of
 
 
 @click.command("status")
-@click.option("-f", "--file", "path", default="kmirror.yaml", show_default=True, type=click.Path(dir_okay=False))
+@file_option
 @click.option("--flow", "flows", multiple=True, help="Only this flow (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until Ctrl-C.")

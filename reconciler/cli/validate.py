@@ -6,19 +6,12 @@ import json
 
 import click
 
+from reconciler.cli.options import file_option
 from reconciler.spec import load
 
 
 @click.command("validate")
-@click.option(
-    "-f",
-    "--file",
-    "path",
-    default="kmirror.yaml",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="The desired-state file.",
-)
+@file_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def validate(path: str, fmt: str) -> None:
     """Check a desired-state file without touching any cluster.
