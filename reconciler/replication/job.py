@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reconciler.adapters.checkpointer import start_checkpointer_thread
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.replication.interceptor import INTERCEPTOR_CLASS, TIMESTAMP_HEADER
 from reconciler.replication.internal_topics import Heartbeater, OffsetSyncPublisher, ensure_internal_topics
@@ -198,6 +199,12 @@ class ReplicationJob:
                 flow.heartbeats.interval.total_seconds(),
             )
             heartbeats.start()
+        # Checkpoints (and translated group offsets, with sync.group_offsets) beside the query, every
+        # checkpoint_interval; a failed cycle is logged and retried, it never stops replication.
+        checkpoints_stop = threading.Event()
+        checkpoints = start_checkpointer_thread(
+            flow, self._client(flow.source), self._client(flow.target), checkpoints_stop
+        )
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         log.info(
@@ -231,6 +238,9 @@ class ReplicationJob:
             error = self._await(query)
         if heartbeats is not None:
             heartbeats.stop()
+        checkpoints_stop.set()
+        if checkpoints is not None:
+            checkpoints.join(timeout=30)
         self.syncs.close()
         self._report(final=True)
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
