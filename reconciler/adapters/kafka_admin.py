@@ -9,7 +9,7 @@ naming it. `round_trips` counts requests, for the plan-scale benchmark.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -208,21 +208,27 @@ class KafkaAdmin:
         """
         if not topics:
             return []
-        self.round_trips += 1
-        new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=dict(c)) for n, p, rf, c in topics]
-        futures = self._admin.create_topics(
-            new, request_timeout=self.timeout, operation_timeout=self.timeout, validate_only=validate_only
-        )
+        futures: dict[str, Future[Any]] = {}
+        for chunk in _by_partitions(topics, lambda t: max(t[1], 1)):
+            self.round_trips += 1
+            new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=dict(c)) for n, p, rf, c in chunk]
+            futures.update(
+                self._admin.create_topics(
+                    new, request_timeout=self.timeout, operation_timeout=self.timeout, validate_only=validate_only
+                )
+            )
         return [self._outcome(name, futures[name]) for name, *_ in topics]
 
     def create_partitions(self, increases: Mapping[str, int]) -> list[Outcome]:
         """Grow each topic to the given total partition count; a topic already that large is a success."""
         if not increases:
             return []
-        self.round_trips += 1
-        futures = self._admin.create_partitions(
-            [NewPartitions(t, n) for t, n in increases.items()], request_timeout=self.timeout
-        )
+        futures: dict[str, Future[Any]] = {}
+        for chunk in _by_partitions(list(increases.items()), lambda item: item[1]):
+            self.round_trips += 1
+            futures.update(
+                self._admin.create_partitions([NewPartitions(t, n) for t, n in chunk], request_timeout=self.timeout)
+            )
         outcomes = [self._outcome(t, futures[t]) for t in increases]
         if any(not o.ok and "INVALID_PARTITIONS" in o.message for o in outcomes):
             current = self.topics()
@@ -315,6 +321,25 @@ class KafkaAdmin:
             f"cluster '{self.cluster}' ({self.bootstrap}) did not answer within {self.timeout:.0f}s: {exc}. "
             "Check its bootstrap_servers and client settings in the desired-state file, and that it is up."
         )
+
+
+#: Partitions per CreateTopics/CreatePartitions request. Kafka 4.x's controller refuses requests above 10,000
+#: ("Excessively large number of partitions per request"); chunks well below that are sent all at once.
+PARTITIONS_PER_REQUEST = 5000
+
+
+def _by_partitions(items: Sequence[T], partitions: Callable[[T], int]) -> list[list[T]]:
+    """Split `items` into requests of at most PARTITIONS_PER_REQUEST partitions (a larger topic goes alone)."""
+    chunks: list[list[T]] = [[]]
+    size = 0
+    for item in items:
+        n = partitions(item)
+        if chunks[-1] and size + n > PARTITIONS_PER_REQUEST:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(item)
+        size += n
+    return chunks
 
 
 class _SilentLogger:

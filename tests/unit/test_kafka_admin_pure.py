@@ -1,0 +1,17 @@
+"""Pure parts of the admin adapter: how batched requests are cut."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.adapters.kafka_admin import PARTITIONS_PER_REQUEST, _by_partitions
+
+pytestmark = pytest.mark.unit
+
+
+def test_admin_requests_stay_under_the_partition_limit_per_request() -> None:
+    topics = [(f"t{i}", 1) for i in range(10_002)] + [("big", 7000)]
+    chunks = _by_partitions(topics, lambda t: t[1])
+    assert [t for c in chunks for t in c] == topics  # nothing lost, order kept
+    assert all(sum(p for _, p in c) <= PARTITIONS_PER_REQUEST or len(c) == 1 for c in chunks)
+    assert len(chunks) == 4  # 5000 + 5000 + 2 + the 7000-partition topic alone
