@@ -209,7 +209,8 @@ class KafkaAdmin:
         if not topics:
             return []
         futures: dict[str, Future[Any]] = {}
-        for chunk in _by_partitions(topics, lambda t: max(t[1], 1)):
+        # Each topic costs the controller one record, one per partition and one per config.
+        for chunk in _by_partitions(topics, lambda t: 1 + max(t[1], 1) + len(t[3])):
             self.round_trips += 1
             new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=dict(c)) for n, p, rf, c in chunk]
             futures.update(
@@ -323,9 +324,11 @@ class KafkaAdmin:
         )
 
 
-#: Partitions per CreateTopics/CreatePartitions request. Kafka 4.x's controller refuses requests above 10,000
-#: ("Excessively large number of partitions per request"); chunks well below that are sent all at once.
-PARTITIONS_PER_REQUEST = 5000
+#: Weight (partitions, or metadata records) per CreateTopics/CreatePartitions request. Kafka 4.x's controller
+#: refuses a request above 10,000 partitions ("Excessively large number of partitions per request") or one
+#: operation above 10,000 metadata records ("Unable to perform excessively large batch operation"): a topic is
+#: one record, plus one per partition and one per config. Chunks well below that are sent all at once.
+PARTITIONS_PER_REQUEST = 4000
 
 
 def _by_partitions(items: Sequence[T], partitions: Callable[[T], int]) -> list[list[T]]:
