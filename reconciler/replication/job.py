@@ -26,6 +26,17 @@ A driver thread emits heartbeats into the source. Progress lives in the Spark ch
 restarted in-process with backoff (it re-runs the uncommitted batch); after five failures in a row without
 progress the job exits 1.
 
+Metrics (`metrics.py`): a Prometheus endpoint in the driver, http://HOST:PORT/metrics, PORT from
+`spark.kmirror.metricsPort` (0, the default, picks a free port; -1 turns it off) and written to status.json as
+`metrics_port`. MM2's MirrorSourceMetrics names in snake case with a `kmirror_` prefix, labels source, target,
+topic (the remote topic, as MM2), partition: record-count -> kmirror_record_count_total, byte-count ->
+kmirror_byte_count_total, record-rate -> kmirror_record_rate, byte-rate -> kmirror_byte_rate, record-age-ms-avg/max/min
+-> kmirror_record_age_ms_avg/max/min, replication-latency-ms-avg/max/min -> kmirror_replication_latency_ms_avg/max/min;
+plus kmirror_partition_lag (topic = the source topic: source end offset minus the replicated position, end offsets
+read every few seconds), kmirror_batches_total, kmirror_last_batch_timestamp_seconds. Ages and latencies come from
+the batch aggregate's min/max/sum of the record timestamps, so they are batch-granular: age = when the aggregate had
+read the batch - timestamp, latency = when the write returned - timestamp (see docs/metrics.md).
+
 SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
 writes anything (Spark re-runs it on the next start), the query stops, the process exits 0.
 
@@ -54,6 +65,7 @@ from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.replication.interceptor import INTERCEPTOR_CLASS, TIMESTAMP_HEADER
 from reconciler.replication.internal_topics import Heartbeater, OffsetSyncPublisher, ensure_internal_topics
 from reconciler.replication.jobspec import JobSpec
+from reconciler.replication.metrics import PartitionBatch, ReplicationMetrics, progress_positions, serve
 from reconciler.replication.remote_topics import RemoteTopicKeeper
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
 from reconciler.spec.models import FlowSpec
@@ -65,6 +77,10 @@ log = logging.getLogger("kmirror.job")
 MAX_OFFSETS_PER_TRIGGER = "spark.kmirror.maxOffsetsPerTrigger"
 TRIGGER_INTERVAL = "spark.kmirror.triggerInterval"
 CACHE_BATCH = "spark.kmirror.cacheBatch"
+METRICS_PORT = "spark.kmirror.metricsPort"
+METRICS_ADDRESS = "spark.kmirror.metricsAddress"
+#: How often the lag's source end offsets are read (at most).
+LAG_REFRESH_SECONDS = 5.0
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
@@ -143,6 +159,7 @@ class ReplicationJob:
         self._batches_at_restart = 0
         self.records = 0
         self.bytes = 0
+        self.metrics = ReplicationMetrics(spec.flow.source, spec.flow.target)
 
     # -- clients (secrets resolved here, kept in memory only) -----------------------------------------------
     def _client(self, alias: str) -> dict[str, Any]:
@@ -179,6 +196,7 @@ class ReplicationJob:
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
         self.topics.refresh()
         self.target_admin = target_admin
+        self.source_admin = source_admin
         self.syncs = OffsetSyncPublisher(
             self._client(syncs_cluster),
             syncs_topic,
@@ -187,6 +205,7 @@ class ReplicationJob:
         )
 
         spark = self._spark_session()
+        self._serve_metrics(spark)
         query = self._start_query(spark)
         self.status.update(state="running", app_id=spark.sparkContext.applicationId, query_id=str(query.id))
         heartbeats = None
@@ -254,6 +273,7 @@ class ReplicationJob:
     def _await(self, query: Any) -> str | None:
         """Wait for the query to end (failure) or for a stop signal (graceful). The failure text, or None."""
         last_report = time.monotonic()
+        last_lag = 0.0
         while not self._stopping.is_set():
             try:
                 if query.awaitTermination(0.5):
@@ -261,6 +281,9 @@ class ReplicationJob:
             except Exception:
                 break
             self.syncs.flush_delayed()
+            if time.monotonic() - last_lag >= LAG_REFRESH_SECONDS:
+                self._refresh_lag(query)
+                last_lag = time.monotonic()
             if time.monotonic() - last_report >= 30:
                 self._report()
                 last_report = time.monotonic()
@@ -274,6 +297,24 @@ class ReplicationJob:
             return None
         log.error("query failed: %s", exc)
         return failure_summary(str(exc))
+
+    def _serve_metrics(self, spark: Any) -> None:
+        port = int(spark.conf.get(METRICS_PORT, "0"))
+        if port < 0:
+            return
+        bound = serve(self.metrics, port, str(spark.conf.get(METRICS_ADDRESS, "0.0.0.0")))
+        self.status.update(metrics_port=bound)
+        log.info("metrics on http://0.0.0.0:%d/metrics", bound)
+
+    def _refresh_lag(self, query: Any) -> None:
+        """The query's committed positions and the source end offsets, for `kmirror_partition_lag`."""
+        try:
+            self.metrics.observe_positions(progress_positions(query.lastProgress))
+            partitions = self.metrics.partitions()
+            if partitions:
+                self.metrics.observe_source_ends(self.source_admin.end_offsets(partitions))
+        except Exception as exc:  # a metric must never stop replication
+            log.debug("lag not refreshed: %s", exc)
 
     def _target_ends(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """End offsets of remote partitions; a partition just created may need a metadata refresh first."""
@@ -347,15 +388,31 @@ class ReplicationJob:
             df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+            ts = F.expr("unix_millis(timestamp)")
             stats = (
                 df.groupBy("topic", "partition")
-                .agg(F.sort_array(F.collect_list("offset")).alias("offsets"), F.sum(size).alias("bytes"))
-                .selectExpr("topic", "partition", "bytes", *batch_offsets_columns("offsets", stride))
+                .agg(
+                    F.sort_array(F.collect_list("offset")).alias("offsets"),
+                    F.sum(size).alias("bytes"),
+                    F.min(ts).alias("ts_min"),
+                    F.max(ts).alias("ts_max"),
+                    F.sum(ts).alias("ts_sum"),
+                )
+                .selectExpr(
+                    "topic",
+                    "partition",
+                    "bytes",
+                    "ts_min",
+                    "ts_max",
+                    "ts_sum",
+                    *batch_offsets_columns("offsets", stride),
+                )
                 .collect()
             )
             if not stats:
                 return
             aggregated = time.monotonic()
+            polled_ms = int(time.time() * 1000)
             touched: dict[str, int] = {}
             for row in stats:
                 touched[row["topic"]] = max(touched.get(row["topic"], 0), row["partition"])
@@ -363,6 +420,7 @@ class ReplicationJob:
             ensured = time.monotonic()
             df.selectExpr(*self._projection).write.format("kafka").options(**self._sink).save()
             written = time.monotonic()
+            written_ms = int(time.time() * 1000)
         finally:
             if self._cache_batch:
                 df.unpersist()
@@ -375,6 +433,24 @@ class ReplicationJob:
             for r in stats
         }
         synced = self.syncs.observe(pairs)
+        self.metrics.observe_batch(
+            (
+                PartitionBatch(
+                    topic=r["topic"],
+                    remote_topic=remote[(r["topic"], r["partition"])][0],
+                    partition=r["partition"],
+                    count=r["n"],
+                    bytes=r["bytes"] or 0,
+                    last_offset=r["last"],
+                    ts_min=r["ts_min"],
+                    ts_max=r["ts_max"],
+                    ts_sum=r["ts_sum"],
+                )
+                for r in stats
+            ),
+            polled_ms,
+            written_ms,
+        )
         n = sum(r["n"] for r in stats)
         self.batches += 1
         self.records += n

@@ -23,6 +23,7 @@ GUIDES = [
     "disaster-recovery",
     "mm2-users",
     "troubleshooting",
+    "metrics",
 ]
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -77,6 +78,8 @@ _COMMAND = re.compile(r"(?:^|[\s;&|(\"])kmirror (?:--?[a-z-]+ )*([a-z][a-z0-9-]*
 
 
 _SHELL_BLOCK = re.compile(r"```(?:sh|bash|shell|console)\n.*?```", re.S)
+
+
 def _code(text: str) -> list[str]:
     blocks = _SHELL_BLOCK.findall(text)
     lines = [line.split(" #")[0] for b in blocks for line in b.splitlines()[1:-1] if not line.lstrip().startswith("#")]

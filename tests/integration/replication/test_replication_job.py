@@ -2,23 +2,27 @@
 
 One job serves the whole module (starting Spark costs ~20 s on a 2-core machine); each test uses its own topics
 under the module's prefix, which the flow's filter includes. In file order: fidelity, new topics and partitions,
-offset-syncs and heartbeats, redeploy with a widened filter, kill -9 and deploy again, graceful stop. Duplicates
-after kill -9 are counted and printed (at least once); a graceful redeploy must produce none.
+offset-syncs and heartbeats, the metrics endpoint, redeploy with a widened filter, kill -9 and deploy again,
+graceful stop. Duplicates after kill -9 are counted and printed (at least once); a graceful redeploy must produce
+none.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import struct
 import threading
 import time
+import urllib.request
 from collections import Counter
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.mm2.wire import Heartbeat, OffsetSync, TopicPartition
 from reconciler.offsets.translation import OffsetSyncStore
@@ -262,6 +266,57 @@ def test_offset_syncs_and_heartbeats_decode_and_make_sense(flow: Flow) -> None:
     stamps = [b.timestamp for b in beats]
     assert stamps == sorted(stamps)
     print(f"{len(beats)} heartbeats replicated; newest is {time.time() * 1000 - stamps[-1]:.0f} ms old")
+
+
+def _scrape(flow: Flow) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """The job's /metrics, by sample name and sorted labels (the port from the flow's status.json)."""
+    job = flow.runner.job(flow.name)
+    assert job is not None
+    port = json.loads((job.folder / "status.json").read_text())["metrics_port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_metrics_endpoint_has_mm2_names_counts_lag_and_latency(flow: Flow) -> None:
+    topic = flow.topic("metered")
+    create_topic(flow.source, topic, 2)
+    producer = _producer(flow)
+    produced = {0: 40, 1: 65}
+    for p, n in produced.items():
+        for i in range(n):
+            producer.produce(topic, value=f"m{i}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    wait_replicated(flow, topic, produced)
+    remote = flow.remote(topic)
+
+    def labels(t: str, p: int) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            sorted({"source": flow.source_alias, "target": flow.target_alias, "topic": t, "partition": str(p)}.items())
+        )
+
+    def caught_up() -> dict[str, dict[tuple[tuple[str, str], ...], float]] | None:
+        m = _scrape(flow)
+        lag = m.get("kmirror_partition_lag", {})
+        return m if all(lag.get(labels(topic, p)) == 0 for p in produced) else None
+
+    m = wait_for("lag 0 on the metrics endpoint", caught_up, timeout=60)
+    for p, n in produced.items():
+        key = labels(remote, p)  # MM2's series are labelled with the remote topic, lag with the source topic
+        assert m["kmirror_record_count_total"][key] == n
+        assert m["kmirror_byte_count_total"][key] == sum(len(f"m{i}") for i in range(n))
+        for name in ("record_age_ms", "replication_latency_ms"):
+            avg, high, low = (m[f"kmirror_{name}_{s}"][key] for s in ("avg", "max", "min"))
+            assert 0 <= low <= avg <= high < 120_000, (name, low, avg, high)
+        assert m["kmirror_replication_latency_ms_max"][key] >= m["kmirror_record_age_ms_max"][key]
+        assert m["kmirror_record_rate"][key] >= 0
+    top = (("source", flow.source_alias), ("target", flow.target_alias))
+    assert m["kmirror_batches_total"][top] >= 1
+    assert time.time() - m["kmirror_last_batch_timestamp_seconds"][top] < 600
 
 
 class SequenceProducer:

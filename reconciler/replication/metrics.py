@@ -1,0 +1,252 @@
+"""Prometheus metrics of the replication job's driver, with MirrorMaker 2's names and meaning where MM2 has them.
+
+MM2's `MirrorSourceMetrics` (JMX group `MirrorSourceConnector`, tags source, target, topic, partition; `topic` is
+the *remote* topic's name) maps to (snake case, `kmirror_` prefix, same labels):
+
+    record-count                  kmirror_record_count_total       counter
+    byte-count                    kmirror_byte_count_total         counter
+    record-rate                   kmirror_record_rate              gauge, records/s over the last 30 s
+    byte-rate                     kmirror_byte_rate                gauge, bytes/s over the last 30 s
+    record-age-ms-{avg,max,min}   kmirror_record_age_ms_{avg,max,min}
+    replication-latency-ms-{avg,max,min}   kmirror_replication_latency_ms_{avg,max,min}
+
+MM2 measures per record; kmirror has no Python per record, so ages and latencies are *batch-granular*: the
+batch's per-partition aggregate (JVM) yields count, bytes, and min/max/sum of the record timestamps. Record age
+is the time the aggregate finished reading the batch (the records had been polled by then) minus a record's
+timestamp; replication latency is the time the batch's write returned (acks=all) minus a record's timestamp.
+avg is over the records of the batches of the last 30 s (MM2's sample window), max and min over the same
+batches; with no batch in the window the last batch's values stay.
+
+kmirror adds:
+
+    kmirror_partition_lag{source,target,topic,partition}  the source end offset minus the replicated position
+        (last copied offset + 1, or the query's committed position if further: commit markers count as copied);
+        `topic` is the *source* topic here. Source end offsets are refreshed at most every few seconds.
+    kmirror_batches_total{source,target}                   micro-batches that wrote records
+    kmirror_last_batch_timestamp_seconds{source,target}    wall-clock time the last such batch finished
+
+Counters start at 0 with each start of the job (as MM2's do with each task).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+#: MM2's sample window for rates, averages and maxima (Kafka metrics: 2 samples of 30 s; one window here).
+WINDOW_SECONDS = 30.0
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionBatch:
+    """One source partition's share of a written batch, from the JVM aggregate."""
+
+    topic: str
+    remote_topic: str
+    partition: int
+    count: int
+    bytes: int
+    last_offset: int
+    ts_min: int  # ms
+    ts_max: int
+    ts_sum: int
+
+
+@dataclass
+class _Sample:
+    at: float  # monotonic
+    count: int
+    bytes: int
+    age_sum: float
+    age_max: float
+    age_min: float
+    latency_sum: float
+    latency_max: float
+    latency_min: float
+
+
+@dataclass
+class _Partition:
+    remote_topic: str
+    count: int = 0
+    bytes: int = 0
+    window: deque[_Sample] = field(default_factory=deque)
+    last: _Sample | None = None
+
+
+class ReplicationMetrics(Collector):
+    """The driver's metric state; a prometheus_client collector rendered at scrape time."""
+
+    def __init__(self, source: str, target: str, window: float = WINDOW_SECONDS) -> None:
+        self.source, self.target, self.window = source, target, window
+        self._lock = threading.Lock()
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._positions: dict[TopicPartition, int] = {}
+        self._source_ends: dict[TopicPartition, int] = {}
+        self.batches = 0
+        self.last_batch_at: float | None = None
+
+    # -- updates from the driver ------------------------------------------------------------------------------
+    def observe_batch(self, rows: Iterable[PartitionBatch], polled_ms: int, written_ms: int) -> None:
+        """A written batch: `polled_ms` when its aggregate had read it, `written_ms` when its write returned."""
+        now = time.monotonic()
+        with self._lock:
+            for r in rows:
+                if r.count <= 0:
+                    continue
+                key = (r.topic, r.partition)
+                part = self._partitions.setdefault(key, _Partition(r.remote_topic))
+                part.remote_topic = r.remote_topic
+                part.count += r.count
+                part.bytes += r.bytes
+                sample = _Sample(
+                    at=now,
+                    count=r.count,
+                    bytes=r.bytes,
+                    age_sum=float(r.count * polled_ms - r.ts_sum),
+                    age_max=float(polled_ms - r.ts_min),
+                    age_min=float(polled_ms - r.ts_max),
+                    latency_sum=float(r.count * written_ms - r.ts_sum),
+                    latency_max=float(written_ms - r.ts_min),
+                    latency_min=float(written_ms - r.ts_max),
+                )
+                part.window.append(sample)
+                part.last = sample
+                self._positions[key] = max(self._positions.get(key, 0), r.last_offset + 1)
+            self.batches += 1
+            self.last_batch_at = time.time()
+
+    def observe_positions(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Committed positions (next offset to read) of the query, e.g. from its last progress."""
+        with self._lock:
+            for key, offset in positions.items():
+                self._positions[key] = max(self._positions.get(key, 0), offset)
+
+    def partitions(self) -> set[TopicPartition]:
+        """The source partitions whose end offsets the lag needs."""
+        with self._lock:
+            return set(self._positions)
+
+    def observe_source_ends(self, ends: Mapping[TopicPartition, int]) -> None:
+        with self._lock:
+            self._source_ends.update(ends)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {
+                key: max(0, self._source_ends[key] - pos)
+                for key, pos in self._positions.items()
+                if key in self._source_ends
+            }
+
+    # -- rendering ----------------------------------------------------------------------------------------------
+    def collect(self) -> Iterator[Metric]:
+        labels = ["source", "target", "topic", "partition"]
+        top = ["source", "target"]
+        families: dict[str, Any] = {
+            "record_count": CounterMetricFamily(
+                "kmirror_record_count", "Records replicated to the target (MM2 record-count).", labels=labels
+            ),
+            "byte_count": CounterMetricFamily(
+                "kmirror_byte_count", "Key and value bytes replicated (MM2 byte-count).", labels=labels
+            ),
+            "record_rate": GaugeMetricFamily(
+                "kmirror_record_rate", "Records replicated per second, last 30 s (MM2 record-rate).", labels=labels
+            ),
+            "byte_rate": GaugeMetricFamily(
+                "kmirror_byte_rate", "Bytes replicated per second, last 30 s (MM2 byte-rate).", labels=labels
+            ),
+        }
+        for stat in ("avg", "max", "min"):
+            families[f"age_{stat}"] = GaugeMetricFamily(
+                f"kmirror_record_age_ms_{stat}",
+                f"{stat} of (time the batch was read - record timestamp), batch-granular (MM2 record-age-ms-{stat}).",
+                labels=labels,
+            )
+            families[f"latency_{stat}"] = GaugeMetricFamily(
+                f"kmirror_replication_latency_ms_{stat}",
+                f"{stat} of (time the batch's write returned - record timestamp), batch-granular "
+                f"(MM2 replication-latency-ms-{stat}).",
+                labels=labels,
+            )
+        lag = GaugeMetricFamily(
+            "kmirror_partition_lag",
+            "Source end offset minus the replicated position, per source topic and partition.",
+            labels=labels,
+        )
+        batches = CounterMetricFamily("kmirror_batches", "Micro-batches that wrote records.", labels=top)
+        last_batch = GaugeMetricFamily(
+            "kmirror_last_batch_timestamp_seconds", "Wall-clock time the last batch with records finished.", labels=top
+        )
+        now = time.monotonic()
+        with self._lock:
+            for (_topic, partition), part in sorted(self._partitions.items()):
+                while part.window and now - part.window[0].at > self.window:
+                    part.window.popleft()
+                values = [self.source, self.target, part.remote_topic, str(partition)]
+                families["record_count"].add_metric(values, part.count)
+                families["byte_count"].add_metric(values, part.bytes)
+                samples = list(part.window) or ([part.last] if part.last else [])
+                in_window = list(part.window)
+                families["record_rate"].add_metric(values, sum(s.count for s in in_window) / self.window)
+                families["byte_rate"].add_metric(values, sum(s.bytes for s in in_window) / self.window)
+                if samples:
+                    n = sum(s.count for s in samples)
+                    families["age_avg"].add_metric(values, sum(s.age_sum for s in samples) / n)
+                    families["age_max"].add_metric(values, max(s.age_max for s in samples))
+                    families["age_min"].add_metric(values, min(s.age_min for s in samples))
+                    families["latency_avg"].add_metric(values, sum(s.latency_sum for s in samples) / n)
+                    families["latency_max"].add_metric(values, max(s.latency_max for s in samples))
+                    families["latency_min"].add_metric(values, min(s.latency_min for s in samples))
+            for (topic, partition), pos in sorted(self._positions.items()):
+                if (topic, partition) in self._source_ends:
+                    value = max(0, self._source_ends[(topic, partition)] - pos)
+                    lag.add_metric([self.source, self.target, topic, str(partition)], value)
+            batches.add_metric([self.source, self.target], self.batches)
+            if self.last_batch_at is not None:
+                last_batch.add_metric([self.source, self.target], self.last_batch_at)
+        yield from families.values()
+        yield lag
+        yield batches
+        yield last_batch
+
+
+def progress_positions(progress: Any) -> dict[TopicPartition, int]:
+    """The next offsets to read per source partition from a query's last progress (`endOffset` of its source)."""
+    out: dict[TopicPartition, int] = {}
+    if not progress:
+        return out
+    for source in progress["sources"] or []:
+        end = source["endOffset"]
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if not isinstance(end, dict):
+            continue
+        for topic, partitions in end.items():
+            if isinstance(partitions, dict):
+                for partition, offset in partitions.items():
+                    if isinstance(offset, int) and offset >= 0:
+                        out[(topic, int(partition))] = offset
+    return out
+
+
+def serve(metrics: ReplicationMetrics, port: int, addr: str = "0.0.0.0") -> int:
+    """Serve `metrics` on http://addr:port/metrics from a daemon thread; the port bound (0 picks a free one)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return int(server.server_port)
