@@ -87,7 +87,7 @@ class StateStore:
                 consumer.assign([TopicPartition(self.topic, PARTITION, low)])
                 deadline = time.monotonic() + self.timeout
                 while time.monotonic() < deadline:
-                    batch = consumer.consume(num_messages=10000, timeout=1.0)
+                    batch = consumer.consume(num_messages=2000, timeout=0.1)
                     eof = False
                     for msg in batch:
                         err = msg.error()
