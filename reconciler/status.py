@@ -36,6 +36,7 @@ class FlowStatus:
     records_per_s: float | None = None
     seconds_since_last_batch: float | None = None
     heartbeat_age_ms: int | None = None
+    metrics_url: str | None = None
     lag_total: int | None = None
     lag: dict[str, dict[str, int]] = field(default_factory=dict)
     verdict: str = ""
@@ -129,6 +130,8 @@ def _job_info(desired: DesiredState, flow: str) -> dict[str, Any]:
             info["records_per_s"] = round(records / (time.time() - started), 1)
     if isinstance(data.get("bytes"), int):
         info["bytes"] = data["bytes"]
+    if isinstance(data.get("metrics_port"), int) and data["metrics_port"] > 0 and job.running:
+        info["metrics_url"] = f"http://127.0.0.1:{data['metrics_port']}/metrics"
     if isinstance(data.get("last_batch_at"), int | float):
         info["seconds_since_last_batch"] = round(time.time() - data["last_batch_at"], 1)
     return info

@@ -59,6 +59,8 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             facts.append(f"newest heartbeat on target {s.heartbeat_age_ms / 1000:.1f}s old")
         if facts:
             out.append("  " + ", ".join(facts))
+        if s.metrics_url:
+            out.append(f"  metrics (Prometheus): {s.metrics_url}")
         if s.lag:
             lagging = {t: parts for t, parts in s.lag.items() if any(parts.values())}
             if lagging:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,8 @@ def test_demo_replicates_to_lag_zero_and_down_leaves_nothing_running(tmp_path: P
         assert flow["running"] and flow["lag_total"] == 0 and flow["ready"]
         assert flow["records"] >= 40_000
         assert flow["heartbeat_age_ms"] is not None and flow["heartbeat_age_ms"] < 60_000
+        with urllib.request.urlopen(flow["metrics_url"], timeout=10) as response:
+            assert "kmirror_record_count_total{" in response.read().decode()
         # The job's checkpointer emits MM2 checkpoints for the half-way group on the target.
         target = next(c for c in dev_clusters.status(root) if c.name == "target").bootstrap_servers
         assert target is not None
