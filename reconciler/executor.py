@@ -101,6 +101,8 @@ class Executor:
             creates = [c for c in items if c.action == Action.CREATE]
             self._intend(creates)
             results = _retry(functools.partial(_create_topics, admin), creates)
+            # Done means usable: wait until the new topics are in the metadata the next plan and the job read.
+            admin.wait_visible([(c.after or {})["name"] for c in creates if results[c.address].ok])
             for c in creates:
                 self._done(c, results[c.address])
             self._flush()

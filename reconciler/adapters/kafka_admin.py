@@ -9,6 +9,7 @@ naming it. `round_trips` counts requests, for the plan-scale benchmark.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -106,6 +107,20 @@ class KafkaAdmin:
             replicas = max((len(p.replicas) for p in topic.partitions.values()), default=0)
             result[name] = TopicMeta(name, len(topic.partitions), replicas)
         return result
+
+    def wait_visible(self, names: Iterable[str], timeout: float = 60.0) -> set[str]:
+        """Wait until the topics appear in the cluster's metadata; returns those still missing at the timeout.
+
+        After a burst of creates the broker's metadata trails the create answers by seconds; a plan made in
+        that window would see the new topics as missing.
+        """
+        missing = set(names)
+        deadline = time.monotonic() + timeout
+        while missing and time.monotonic() < deadline:
+            missing -= set(self.topics())
+            if missing:
+                time.sleep(0.5)
+        return missing
 
     def explicit_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Configs set explicitly on each topic (source DYNAMIC_TOPIC_CONFIG); broker defaults never count."""
