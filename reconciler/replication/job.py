@@ -81,7 +81,10 @@ METRICS_PORT = "spark.kmirror.metricsPort"
 METRICS_ADDRESS = "spark.kmirror.metricsAddress"
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
-DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
+#: Measured by benchmarks/replication.py (1 KB records, 6 partitions, 2 cores): 250,000 instead of 100,000 gave
+#: +37 % records/s, -17 % CPU per record and p50 latency at 10,000 records/s down from 22 s to 6.6 s, because
+#: every batch has a fixed cost of seconds here (two Spark jobs, a shuffle, checkpoint writes).
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 250_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
 #: client-side metadata cache of the consumers and admin it uses).
