@@ -25,13 +25,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler import operations  # noqa: E402
-from reconciler.adapters.live_reader import admins_for  # noqa: E402
-from reconciler.devenv import kafka_local  # noqa: E402
-from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION  # noqa: E402
-from reconciler.spec.loader import load_text  # noqa: E402
+from reconciler import operations
+from reconciler.adapters.live_reader import admins_for
+from reconciler.devenv import kafka_local
+from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
+from reconciler.spec.loader import load_text
 
 
 def _create_source_topics(bootstrap: str, prefix: str, n: int) -> float:
