@@ -22,8 +22,8 @@ setup: $(BIN)/kmirror
 
 ## lint: ruff, mypy (strict), import layering, GitHub workflows (actionlint with shellcheck)
 lint: setup actionlint
-	$(BIN)/ruff check reconciler tests
-	$(BIN)/ruff format --check reconciler tests
+	$(BIN)/ruff check reconciler tests benchmarks
+	$(BIN)/ruff format --check reconciler tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
