@@ -74,7 +74,10 @@ class Env:
                 groups: {{include: ['mig{tag}-.*']}}
                 naming: {{policy: identity}}
                 sync: {{group_offsets: true}}
-                offsets: {{offset_lag_max: {LAG_MAX}, checkpoint_interval: 1s}}
+                # The job's own checkpointer writes translated offsets every checkpoint_interval (the demo e2e
+                # covers that path); here its first cycle runs before any offset-sync exists and the next is an
+                # hour away, so the plan/apply/cutover steps below are what moves the groups.
+                offsets: {{offset_lag_max: {LAG_MAX}, checkpoint_interval: 1h}}
                 heartbeats: {{enabled: false}}
             """)
         )
