@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from reconciler.cutover import readiness
 from reconciler.replication.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
+from tests.integration.replication.conftest import stop_or_kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 
@@ -103,12 +103,7 @@ def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[
     try:
         yield e
     finally:
-        try:
-            runner.stop(e.flow)
-        finally:
-            job = runner.job(e.flow)
-            if job is not None and job.pid is not None and job.running:
-                os.killpg(job.pid, signal.SIGKILL)
+        stop_or_kill(runner, e.flow)
 
 
 def produce(cluster: KafkaCluster, topic: str, start: int, count: int) -> None:

@@ -121,12 +121,17 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     try:
         yield f
     finally:
-        try:
-            runner.stop(f.name)
-        finally:
-            job = runner.job(f.name)
-            if job is not None and job.pid is not None and job.running:
-                os.killpg(job.pid, signal.SIGKILL)
+        stop_or_kill(runner, f.name)
+
+
+def stop_or_kill(runner: LocalRunner, flow: str) -> None:
+    """Tear a test's job down: a graceful stop, and a kill of its process group if the stop itself failed."""
+    try:
+        runner.stop(flow)
+    finally:
+        job = runner.job(flow)
+        if job is not None and job.pid is not None and job.running:
+            os.killpg(job.pid, signal.SIGKILL)
 
 
 # -- Kafka helpers ----------------------------------------------------------------------------------------------
