@@ -4,7 +4,8 @@ Every `offsets.checkpoint_interval` a cycle: read the new offset-syncs; list the
 flow's group filter and have offsets on replicated topics; translate and emit the checkpoints that are more
 recent than the last ones (MM2's rules, `reconciler.offsets.checkpoints`) to `<source>.checkpoints.internal` on
 the target; then, with `sync.group_offsets`, write the translated offsets of groups EMPTY (or absent) on the
-target, never moving a target group backwards.
+target, never moving a target group backwards. Checkpoints and written offsets carry the metadata string the
+source group committed with each offset, as MM2's do.
 
 How it runs: `run_checkpointer(flow, source_config, target_config, stop_event)` loops until the event is set;
 the replication job's driver starts it in a daemon thread. `checkpoint_once(...)` runs one cycle (cutover,
@@ -140,7 +141,7 @@ class Checkpointer:
             partitions += len(offsets)
             rows = translate_group(offsets, store, remote_topic=flow.remote_topic, replicated=replicated)
             translated += sum(1 for r in rows if r.target_offset is not None)
-            found = checkpoints_from(group, rows, self.store.get(group))
+            found = checkpoints_from(group, rows, self.store.get(group), info.metadata)
             new.extend(found)
         seconds["translate"] = time.monotonic() - t0
 
@@ -158,7 +159,7 @@ class Checkpointer:
             converted = self.store.converted_offsets()
             target_groups = self.target_admin.groups(lambda g: g in converted)
             for group, offsets in offsets_to_sync(converted, target_groups).items():
-                outcome = self.target_admin.alter_group_offsets(group, offsets)
+                outcome = self.target_admin.alter_group_offsets(group, offsets, self.store.converted_metadata(group))
                 if outcome.ok:
                     synced_groups += 1
                     synced_partitions += len(offsets)

@@ -62,12 +62,17 @@ def with_group_offsets(
 
 
 def write_group_offsets(admin: KafkaAdmin, form: Mapping[str, Any]) -> Outcome:
-    """Commit a change's translated offsets for its group (the broker refuses a group that has members)."""
+    """Commit a change's translated offsets (with their source metadata) for its group.
+
+    The broker refuses a group that has members.
+    """
     group = str(form["group"])
-    offsets = {(str(r["topic"]), int(r["partition"])): int(r["target_offset"]) for r in form.get("partitions", ())}
+    rows = form.get("partitions", ())
+    offsets = {(str(r["topic"]), int(r["partition"])): int(r["target_offset"]) for r in rows}
+    metadata = {(str(r["topic"]), int(r["partition"])): str(r["metadata"]) for r in rows if r.get("metadata")}
     if not offsets:
         return Outcome(group, True, "nothing to write", already_done=True)
-    outcome = admin.alter_group_offsets(group, offsets)
+    outcome = admin.alter_group_offsets(group, offsets, metadata)
     if not outcome.ok and not outcome.transient and _is_active(outcome.message):
         return Outcome(
             outcome.key,

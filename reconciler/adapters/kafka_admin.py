@@ -190,13 +190,11 @@ class KafkaAdmin:
             )
         result = {}
         for g in chosen:
-            offsets = {
-                (tp.topic, tp.partition): tp.offset
-                for tp in self._wait(futures[g.group_id]).topic_partitions
-                if tp.offset >= 0
-            }
+            committed = [tp for tp in self._wait(futures[g.group_id]).topic_partitions if tp.offset >= 0]
+            offsets = {(tp.topic, tp.partition): tp.offset for tp in committed}
+            metadata = {(tp.topic, tp.partition): tp.metadata for tp in committed if tp.metadata}
             state = g.state.name if g.state is not None else "UNKNOWN"
-            result[g.group_id] = GroupInfo(g.group_id, state, offsets)
+            result[g.group_id] = GroupInfo(g.group_id, state, offsets, metadata)
         return result
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -300,9 +298,20 @@ class KafkaAdmin:
         futures = self._admin.delete_acls(filters, request_timeout=self.timeout)
         return [self._outcome(_acl_key(e), futures[f]) for e, f in zip(entries, filters, strict=True)]
 
-    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> Outcome:
+    def alter_group_offsets(
+        self,
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
+        metadata: Mapping[tuple[str, int], str] | None = None,
+    ) -> Outcome:
+        """Commit `offsets` for `group`, each with its metadata string from `metadata` ("" when not given)."""
         self.round_trips += 1
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        meta = metadata or {}
+        partitions = [
+            TopicPartition(t, p, o, meta[(t, p)]) if meta.get((t, p)) else TopicPartition(t, p, o)
+            for (t, p), o in offsets.items()
+        ]
+        request = ConsumerGroupTopicPartitions(group, partitions)
         futures = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
         return self._outcome(group, futures[group])
 

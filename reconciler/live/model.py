@@ -52,6 +52,8 @@ class GroupInfo:
     group_id: str
     state: str
     offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: The committed offsets' metadata strings (OffsetAndMetadata.metadata), only the non-empty ones.
+    metadata: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ the same translation. It follows apache/kafka `MirrorCheckpointTask`:
   that group and partition (`checkpointIsMoreRecent`): the first one, an upstream rewind (the source group was
   reset on purpose), or a downstream offset that moved forward. A repeated or backwards translation is not
   emitted, so the checkpoints of a group only move forward unless the group itself was rewound.
+- A checkpoint carries the metadata string the source group committed with its offset (MM2's
+  `Checkpoint.metadata`, from the source `OffsetAndMetadata`), "" when there is none; the offsets written to the
+  target carry it too (`CheckpointStore.converted_metadata`).
 - `offsets_to_sync` is `syncGroupOffset` with `refreshIdleConsumerGroupOffset`: translated offsets are written
   only for groups that are EMPTY on the target (or do not exist there yet), per partition only when the target
   has no offset or a lower one: a target group never moves backwards. A group with members on the target is
@@ -172,6 +175,14 @@ class CheckpointStore:
             g: {(tp.topic, tp.partition): cp.downstream_offset for tp, cp in per_group.items()}
             for g, per_group in self._latest.items()
         }
+
+    def converted_metadata(self, group: str) -> dict[tuple[str, int], str]:
+        """{(target topic, partition): metadata} of a group's latest checkpoints, the non-empty ones.
+
+        MM2 writes a checkpoint's `offsetAndMetadata()` (translated offset and the source commit's metadata)
+        when it syncs group offsets; this is the metadata half.
+        """
+        return {(tp.topic, tp.partition): cp.metadata for tp, cp in self.get(group).items() if cp.metadata}
 
 
 def offsets_to_sync(

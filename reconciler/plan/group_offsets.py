@@ -4,9 +4,11 @@ For every flow that syncs group offsets (`sync.group_offsets`, or the flows `cut
 passing the flow's group filter with committed offsets on replicated topics is translated with the flow's
 offset-syncs (MM2's conservative rule, `reconciler.offsets`). A change lists, per partition, the source offset,
 the translated target offset and the target group's current one, for the partitions that would move forward
-or that the target group has no offset for yet; a partition where the target group is already at or past the
-translation is left alone (a target group never moves backwards). Only groups EMPTY on the target (or absent
-there) are written; a group with members on the target whose offsets would change is a plan error naming it.
+or that the target group has no offset for yet (with the metadata string the source group committed, when it
+is not empty: MM2 carries it in its checkpoints and writes it with the offset); a partition where the target
+group is already at or past the translation is left alone (a target group never moves backwards). Only groups
+EMPTY on the target (or absent there) are written; a group with members on the target whose offsets would
+change is a plan error naming it.
 
 Pure: values in, values out; the live reader supplies the groups and the offset-syncs.
 """
@@ -71,16 +73,18 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             now = have.get((r.target_topic, r.partition))
             if now is not None and now >= r.target_offset:
                 continue
-            moving.append(
-                {
-                    "topic": r.target_topic,
-                    "partition": r.partition,
-                    "source_topic": r.source_topic,
-                    "source_offset": r.source_offset,
-                    "target_offset": r.target_offset,
-                    "current_offset": now,
-                }
-            )
+            row: dict[str, Any] = {
+                "topic": r.target_topic,
+                "partition": r.partition,
+                "source_topic": r.source_topic,
+                "source_offset": r.source_offset,
+                "target_offset": r.target_offset,
+                "current_offset": now,
+            }
+            meta = info.metadata.get((r.source_topic, r.partition))
+            if meta:
+                row["metadata"] = meta  # the source commit's metadata string, written with the offset
+            moving.append(row)
         address = group_offsets_address(flow.target, group)
         if untranslated:
             out.warnings.append(

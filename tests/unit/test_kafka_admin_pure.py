@@ -15,3 +15,27 @@ def test_admin_requests_stay_under_the_partition_limit_per_request() -> None:
     assert [t for c in chunks for t in c] == topics  # nothing lost, order kept
     assert all(sum(p for _, p in c) <= PARTITIONS_PER_REQUEST or len(c) == 1 for c in chunks)
     assert len(chunks) == 4  # 4000 + 4000 + 2002, then the 7000-partition topic alone
+
+
+def test_apply_writes_each_partition_with_the_metadata_its_plan_row_carries() -> None:
+    from reconciler.adapters.group_offsets import write_group_offsets
+    from reconciler.adapters.kafka_admin import Outcome
+
+    calls = []
+
+    class Admin:
+        cluster = "dst"
+
+        def alter_group_offsets(self, group, offsets, metadata=None):  # type: ignore[no-untyped-def]
+            calls.append((group, dict(offsets), dict(metadata or {})))
+            return Outcome(group, True)
+
+    form = {
+        "group": "app",
+        "partitions": [
+            {"topic": "src.orders", "partition": 0, "target_offset": 91, "metadata": "tx-42"},
+            {"topic": "src.orders", "partition": 1, "target_offset": 7},
+        ],
+    }
+    assert write_group_offsets(Admin(), form).ok  # type: ignore[arg-type]
+    assert calls == [("app", {("src.orders", 0): 91, ("src.orders", 1): 7}, {("src.orders", 0): "tx-42"})]

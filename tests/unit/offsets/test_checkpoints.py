@@ -146,3 +146,21 @@ def test_dense_history_falls_back_to_mm2_store_below_a_trimmed_window() -> None:
     h.mark_read_to_end()
     assert h.translate_downstream(TopicPartition("t", 0), 35) == 31
     assert h.translate_downstream(TopicPartition("t", 0), 5) == h.store.translate_downstream(TopicPartition("t", 0), 5)
+
+
+def test_checkpoints_carry_the_source_commit_metadata_and_so_do_the_offsets_to_write() -> None:
+    s = store(("orders", 0, 100, 40), ("orders", 1, 0, 0))
+    got = checkpoints_for_group(
+        "g",
+        {("orders", 0): 150, ("orders", 1): 0},
+        s,
+        {},
+        remote_topic=remote,
+        replicated=replicated,
+        metadata={("orders", 0): "consumer-7 at 2024-01-01"},
+    )
+    assert {(c.partition, c.metadata) for c in got} == {(0, "consumer-7 at 2024-01-01"), (1, "")}
+    assert all(Checkpoint.from_record(c.key_bytes(), c.value_bytes()) == c for c in got)  # MM2 STRING round-trips
+    st = CheckpointStore(got)
+    assert st.converted_metadata("g") == {("src.orders", 0): "consumer-7 at 2024-01-01"}
+    assert st.converted_metadata("absent") == {}

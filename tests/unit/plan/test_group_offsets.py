@@ -150,3 +150,16 @@ def test_the_text_renderer_shows_the_offsets_table() -> None:
     text = render_text(plan)
     assert "group_offsets/dst/app-1" in text
     assert "source offset" in text and "91" in text and "150" in text
+
+
+def test_the_source_commit_metadata_travels_with_the_translated_offset() -> None:
+    src = {
+        "app-1": GroupInfo(
+            "app-1", "EMPTY", {("orders", 0): 150, ("orders", 1): 10}, metadata={("orders", 0): "tx-42;node=a"}
+        )
+    }
+    plan = plan_group_offsets(desired(FLOW), world(src, {}, syncs((0, 100, 90), (1, 10, 10))))
+    (change,) = plan.changes
+    rows = {r["partition"]: r for r in change.after["partitions"]}
+    assert rows[0]["metadata"] == "tx-42;node=a" and rows[0]["target_offset"] == 91
+    assert "metadata" not in rows[1]  # none committed: the row stays as it was
