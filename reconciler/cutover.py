@@ -14,6 +14,12 @@ offsets all translate, and each group's checkpoint age. `run_cutover()` walks th
 With `dry_run` every step reports what it sees and would do, and nothing waits or writes. Nothing here prints:
 steps are reported through the `say` callback.
 
+Locking: the writing steps (3 and 4) run under the state lock that `kmirror apply` takes
+(`reconciler.state.lock`, operation "cutover"), so a cutover and an apply never both write checkpoints or group
+offsets at once. When step 3 finds the lock held it waits up to `lock_wait` seconds, then fails naming the
+holder, having written nothing; with `lock_wait` 0 (the default, as apply's) a lock already held when the cutover
+starts fails it at once, before it waits for lag 0. `dry_run` (and `readiness`) take no lock.
+
 How lag is measured: the replication job writes an exact offset-sync for the last record it copied of every
 partition (its delayed syncs, every few seconds), so a partition is caught up when no committed record follows
 its newest sync's upstream offset. Transaction markers and compaction gaps at the end are not records, so a
@@ -25,6 +31,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +50,8 @@ from reconciler.plan.builder import PlanError
 from reconciler.plan.definition import ResourceChange
 from reconciler.plan.group_offsets import flow_source_groups, plan_group_offsets
 from reconciler.spec.models import DesiredState, FlowSpec
+from reconciler.state.lock import LockHeldError, StateLock, describe, holder
+from reconciler.state.store import StateStore
 
 Say = Callable[[str], None]
 
@@ -238,6 +247,18 @@ def _readiness(
     return Readiness(flow.name, lag, tuple(groups), untranslated, ages, active, store is not None)
 
 
+def _state_store(desired: DesiredState, timeout: float) -> StateStore:
+    cluster = desired.state.cluster
+    return StateStore(cluster, desired.client_config(cluster), desired.state.topic, timeout)
+
+
+def _locked(claim_text: str) -> LockHeldError:
+    return LockHeldError(
+        f"cutover needs the state lock for its writing steps and {claim_text}; nothing was written. Wait for it "
+        "to finish and run cutover again (or, if that holder is gone, `kmirror force-unlock LOCK_ID` first)."
+    )
+
+
 def run_cutover(
     desired: DesiredState,
     flow_name: str,
@@ -247,12 +268,18 @@ def run_cutover(
     timeout: float = 300.0,
     poll: float = 2.0,
     client_timeout: float = 30.0,
+    lock_wait: float = 0.0,
 ) -> CutoverResult:
     flow = _flow(desired, flow_name)
     admins = _admins(desired, flow, client_timeout)
     syncs_cluster, syncs_topic = syncs_location(flow)
     result = CutoverResult()
     src, dst = flow.source, flow.target
+    store = None if dry_run else _state_store(desired, client_timeout)
+    if store is not None and lock_wait <= 0:  # it would fail at step 3: fail now, not after waiting for lag 0
+        current = holder(store.read())
+        if current is not None:
+            raise _locked(describe(current))
 
     def load() -> SyncHistory | None:
         return read_offset_syncs(desired.client_config(syncs_cluster), syncs_topic, timeout=client_timeout)
@@ -295,6 +322,45 @@ def run_cutover(
         say(f"   still active on {src}: {', '.join(state.active_source_groups)}")
     say(f"   {len(state.groups)} group(s): {', '.join(state.groups) or '-'}")
 
+    with ExitStack() as stack:
+        if store is not None:
+            lock = StateLock(store, "cutover")
+            try:
+                stack.enter_context(lock.held(wait=lock_wait))
+            except LockHeldError:
+                now = holder(store.read())
+                raise _locked(describe(now) if now is not None else "another process held it") from None
+            say(f"   state lock {lock.id} taken for steps 3 and 4")
+        _write_steps(desired, flow, admins, result, say=say, dry_run=store is None, client_timeout=client_timeout)
+
+    # 5. what to switch -----------------------------------------------------------------------------------
+    say("5. Switch the clients:")
+    say(f"   bootstrap servers: {desired.clusters[src].bootstrap_servers} -> {desired.clusters[dst].bootstrap_servers}")
+    heartbeats = flow.policy().heartbeats_topic()
+    replicated = sorted(t for t in admins[src].topics() if t != heartbeats and flow.topic_matches(t))
+    renamed = [(t, flow.remote_topic(t)) for t in replicated if flow.remote_topic(t) != t]
+    if not renamed:
+        say("   topic names: unchanged (identity naming)")
+    for t, r in renamed:
+        say(f"   topic {t} -> subscribe to {r} on {dst}")
+    say(f"   consumer groups: keep their ids ({', '.join(state.groups) or '-'}); start them on {dst}")
+    if result.failed:
+        raise CutoverError("could not write the offsets of: " + "; ".join(result.failed))
+    return result
+
+
+def _write_steps(
+    desired: DesiredState,
+    flow: FlowSpec,
+    admins: Mapping[str, KafkaAdmin],
+    result: CutoverResult,
+    *,
+    say: Say,
+    dry_run: bool,
+    client_timeout: float,
+) -> None:
+    """Steps 3 and 4; the caller holds the state lock unless `dry_run`."""
+    src, dst = flow.source, flow.target
     # 3. final checkpoint ---------------------------------------------------------------------------------
     say(f"3. Final checkpoint to {flow.policy().checkpoints_topic(src)} on {dst}.")
     if not dry_run and flow.offsets.emit_checkpoints:
@@ -335,21 +401,6 @@ def run_cutover(
         else:
             result.failed.append(f"{change.address}: {outcome.message}")
             say(f"     FAILED: {outcome.message}")
-
-    # 5. what to switch -----------------------------------------------------------------------------------
-    say("5. Switch the clients:")
-    say(f"   bootstrap servers: {desired.clusters[src].bootstrap_servers} -> {desired.clusters[dst].bootstrap_servers}")
-    heartbeats = flow.policy().heartbeats_topic()
-    replicated = sorted(t for t in admins[src].topics() if t != heartbeats and flow.topic_matches(t))
-    renamed = [(t, flow.remote_topic(t)) for t in replicated if flow.remote_topic(t) != t]
-    if not renamed:
-        say("   topic names: unchanged (identity naming)")
-    for t, r in renamed:
-        say(f"   topic {t} -> subscribe to {r} on {dst}")
-    say(f"   consumer groups: keep their ids ({', '.join(state.groups) or '-'}); start them on {dst}")
-    if result.failed:
-        raise CutoverError("could not write the offsets of: " + "; ".join(result.failed))
-    return result
 
 
 def _source_ends(flow: FlowSpec, admin: KafkaAdmin) -> dict[tuple[str, int], int]:

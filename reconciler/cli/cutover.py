@@ -21,8 +21,19 @@ from reconciler.spec import load
 @click.option("--check", is_flag=True, help="Only print cutover readiness (lag, translated groups, checkpoint age).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for lag 0 and idle consumers.")
-def cutover(path: str, flow_name: str, dry_run: bool, check: bool, fmt: str, timeout: float) -> None:  # fmt: skip
+@click.option(
+    "--lock-timeout",
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for the state lock (held by an apply or another cutover) before writing anything.",
+)
+def cutover(
+    path: str, flow_name: str, dry_run: bool, check: bool, fmt: str, timeout: float, lock_timeout: float
+) -> None:
     """Walk the migration procedure of one flow: lag 0, final checkpoint, group offsets, what to switch.
+
+    The final checkpoint and the offset writes hold the state lock `kmirror apply` takes; --dry-run and
+    --check take none.
 
     \b
     Examples:
@@ -44,4 +55,4 @@ def cutover(path: str, flow_name: str, dry_run: bool, check: bool, fmt: str, tim
             text = "no checkpoint" if age is None else f"checkpoint age {age / 1000:.1f}s"
             click.echo(f"  group {group}: {text}{' (untranslated partitions)' if group in r.untranslated else ''}")
         return
-    use_case.run_cutover(desired, flow_name, say=click.echo, dry_run=dry_run, timeout=timeout)
+    use_case.run_cutover(desired, flow_name, say=click.echo, dry_run=dry_run, timeout=timeout, lock_wait=lock_timeout)
