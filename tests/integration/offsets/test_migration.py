@@ -45,11 +45,25 @@ STOP_AT = {"app": (100, 75, 50), "batch": (133, 0, 199)}  # records each group c
 
 
 class Env:
-    def __init__(self, tmp: Path, source: KafkaCluster, target: KafkaCluster) -> None:
+    """One migration's world: unique cluster aliases, topic prefix, groups, and its kmirror.yaml.
+
+    `naming` is the flow's naming block (identity here; the gap test uses prefix); `sync` extra keys of its sync
+    block.
+    """
+
+    def __init__(
+        self,
+        tmp: Path,
+        source: KafkaCluster,
+        target: KafkaCluster,
+        *,
+        naming: str = "{policy: identity}",
+        sync: str = "",
+    ) -> None:
         self.tmp = tmp
         self.source = source
         self.target = target
-        tag = uuid.uuid4().hex[:6]
+        self.tag = tag = uuid.uuid4().hex[:6]
         self.src, self.dst, self.flow = f"s{tag}", f"d{tag}", f"mig{tag}"
         self.topic = f"mig{tag}.orders"
         self.groups = {name: f"mig{tag}-{name}" for name in STOP_AT}
@@ -72,8 +86,8 @@ class Env:
                 target: {self.dst}
                 topics: {{include: ['mig{tag}\\..*']}}
                 groups: {{include: ['mig{tag}-.*']}}
-                naming: {{policy: identity}}
-                sync: {{group_offsets: true}}
+                naming: {naming}
+                sync: {{group_offsets: true{sync}}}
                 # The job's own checkpointer writes translated offsets every checkpoint_interval (the demo e2e
                 # covers that path); here its first cycle runs before any offset-sync exists and the next is an
                 # hour away, so the plan/apply/cutover steps below are what moves the groups.
@@ -82,6 +96,10 @@ class Env:
             """)
         )
         self.state = load(self.spec).state
+
+    def remote(self, topic: str) -> str:
+        """The remote topic name of a source topic under the flow's naming policy."""
+        return self.state.flow(self.flow).remote_topic(topic)
 
     def kmirror(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
