@@ -131,7 +131,7 @@ def _job_info(desired: DesiredState, flow: str) -> dict[str, Any]:
     if isinstance(data.get("bytes"), int):
         info["bytes"] = data["bytes"]
     if isinstance(data.get("metrics_port"), int) and data["metrics_port"] > 0 and job.running:
-        info["metrics_url"] = f"http://127.0.0.1:{data['metrics_port']}/metrics"
+        info["metrics_url"] = f"http://{job.host}:{data['metrics_port']}/metrics"
     if isinstance(data.get("last_batch_at"), int | float):
         info["seconds_since_last_batch"] = round(time.time() - data["last_batch_at"], 1)
     return info

@@ -1,5 +1,8 @@
 """Job runners: start, stop and report the replication job of each flow. The executor and planner talk to these.
 
+`runner_for` picks the runner of `spark.deploy`: `LocalRunner` here, or `StandaloneRunner` (`standalone.py`, a
+driver on a Spark standalone cluster, with the same folder per flow).
+
 `LocalRunner` (`spark.deploy: local`, the embedded default) runs each flow's job as a detached
 `spark-submit --master local[N]` on this machine. Everything about one flow's job sits in one folder,
 `<base>/.kmirror/jobs/<flow>/`:
@@ -32,13 +35,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import KmirrorError
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.replication.jobspec import JobSpec
 from reconciler.spec.models import DesiredState, SparkSpec
 from reconciler.spec.secrets import SecretRef
+
+if TYPE_CHECKING:
+    from reconciler.replication.standalone import StandaloneRunner
 
 JOBS_FOLDER = Path(".kmirror") / "jobs"
 ENTRY = Path(__file__).with_name("entry.py")
@@ -85,6 +91,11 @@ class LocalJob:
     @property
     def log(self) -> Path:
         return self.folder / "driver.log"
+
+    @property
+    def host(self) -> str:
+        """Where the driver (and its metrics endpoint) runs: this machine."""
+        return "127.0.0.1"
 
 
 class LocalRunner:
@@ -155,6 +166,10 @@ class LocalRunner:
 
     def stop(self, flow: str) -> None:
         """Stop the flow's job gracefully (finish the batch in flight); kill it after `stop_timeout`."""
+        record = _read_json(self.jobs_dir / flow / "runner.json")
+        if isinstance(record.get("submission_id"), str) and isinstance(record.get("rest_url"), str):
+            self._stop_standalone(flow, record["rest_url"])  # the flow ran under deploy: standalone before
+            return
         job = self.job(flow)
         if job is None or job.pid is None or not job.running:
             return
@@ -168,6 +183,12 @@ class LocalRunner:
             self._wait_exit(job.pid, 15)
         record = _read_json(job.folder / "runner.json")
         _write_json(job.folder / "runner.json", {**record, "stopped_at": time.time()})
+
+    def _stop_standalone(self, flow: str, rest_url: str) -> None:
+        from reconciler.replication.standalone import StandaloneRunner
+
+        spark = SparkSpec(deploy="standalone", master="spark://unused:7077", rest_url=rest_url)
+        StandaloneRunner(self.base_dir, spark, stop_timeout=self.stop_timeout).stop(flow)
 
     # -- the planner's input --------------------------------------------------------------------------------
     def status(self) -> JobStatus:
@@ -250,14 +271,16 @@ class LocalRunner:
         )
 
 
-def runner_for(desired: DesiredState) -> LocalRunner:
+def runner_for(desired: DesiredState) -> LocalRunner | StandaloneRunner:
     """The runner `spark.deploy` asks for, rooted at the desired-state file's folder (or the working folder)."""
+    base = desired.base_dir or Path.cwd()
     if desired.spark.deploy == "local":
-        return LocalRunner(desired.base_dir or Path.cwd(), desired.spark)
-    raise JobRunnerError(
-        f"spark.deploy '{desired.spark.deploy}' is not yet supported by this kmirror version; "
-        "use deploy: local (jobs run as local spark-submit processes on this machine)."
-    )
+        return LocalRunner(base, desired.spark)
+    if desired.spark.deploy == "standalone":
+        from reconciler.replication.standalone import StandaloneRunner
+
+        return StandaloneRunner(base, desired.spark)
+    raise JobRunnerError(f"spark.deploy '{desired.spark.deploy}' runs no job, so it has no job runner")
 
 
 def spark_submit() -> Path:

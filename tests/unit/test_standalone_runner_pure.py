@@ -1,0 +1,165 @@
+"""The standalone runner's pure parts: the REST request it sends (no resolved secret in it), the responses it
+parses, and the states it reports; plus the driver wrapper's stop watcher. No JVM, no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from reconciler.replication import standalone_entry
+from reconciler.replication.runners import JobRunnerError, runner_for
+from reconciler.replication.standalone import (
+    ENTRY,
+    PYTHON_RUNNER,
+    STOP_FILE,
+    DriverStatus,
+    StandaloneRunner,
+    create_request,
+    parse_created,
+    parse_status,
+)
+from reconciler.spec.loader import load_text
+
+pytestmark = pytest.mark.unit
+
+SPEC = """
+version: 1
+clusters:
+  a: {bootstrap_servers: "a:9092", client: {sasl.password: "${env:KM_TEST_SECRET}"}}
+  b: {bootstrap_servers: "b:9092"}
+state: {cluster: b}
+spark:
+  deploy: standalone
+  master: spark://m:7077
+  rest_url: http://m:6066/
+  conf: {spark.executor.memory: 2g, spark.some.password: "${env:KM_TEST_SECRET}", spark.cores.max: 2}
+flows:
+  - {name: f, source: a, target: b, topics: {include: [orders]}}
+"""
+
+
+def test_create_request_runs_the_python_file_through_python_runner() -> None:
+    body = create_request(
+        app_name="kmirror-f",
+        entry=Path("/opt/kmirror/standalone_entry.py"),
+        app_args=["--spec", "/x/spec.json"],
+        master="spark://m:7077",
+        spark_properties={"spark.driver.memory": "1g"},
+        environment={"PYSPARK_PYTHON": "/venv/bin/python"},
+        spark_version="4.0.0",
+    )
+    assert body["action"] == "CreateSubmissionRequest"
+    assert body["mainClass"] == PYTHON_RUNNER
+    assert body["appResource"] == "file:///opt/kmirror/standalone_entry.py"
+    assert body["appArgs"] == ["/opt/kmirror/standalone_entry.py", "", "--spec", "/x/spec.json"]
+    assert body["clientSparkVersion"] == "4.0.0"
+    props = body["sparkProperties"]
+    assert props["spark.master"] == "spark://m:7077"
+    assert props["spark.submit.deployMode"] == "cluster"
+    assert props["spark.app.name"] == "kmirror-f"
+    assert props["spark.driver.supervise"] == "false"
+    assert props["spark.driver.memory"] == "1g"
+
+
+def test_the_runners_request_holds_no_secret_and_sends_only_the_python_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "hunter2-do-not-leak"
+    monkeypatch.setenv("KM_TEST_SECRET", secret)
+    desired = load_text(SPEC).state.with_source_path(tmp_path / "kmirror.yaml")
+    runner = runner_for(desired)
+    assert isinstance(runner, StandaloneRunner)
+    assert runner.rest.url == "http://m:6066"
+    folder = tmp_path / ".kmirror" / "jobs" / "f"
+    body = runner.request("f", desired.spark, folder, desired.flow_digest("f"), tmp_path / "cp" / "f")
+    assert secret not in json.dumps(body)
+    assert set(body["environmentVariables"]) == {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"}
+    props = body["sparkProperties"]
+    assert "spark.some.password" not in props  # a setting with a reference is resolved by the job, in memory
+    assert props["spark.executor.memory"] == "2g" and props["spark.cores.max"] == "2"
+    assert props["spark.pyspark.python"] == runner.python
+    assert all(j.startswith("file:/") and j.endswith(".jar") for j in props["spark.jars"].split(","))
+    assert f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}" in props["spark.driver.extraJavaOptions"]
+    args = body["appArgs"]
+    assert args[:2] == [str(ENTRY), ""]
+    assert args[args.index("--kmirror-stop-file") + 1] == str(folder / STOP_FILE)
+    assert args[args.index("--spec") + 1] == str(folder / "spec.json")
+    assert args[args.index("--digest") + 1] == desired.flow_digest("f")
+
+
+def test_parse_status_of_a_running_an_ended_and_an_unknown_driver() -> None:
+    running = parse_status(
+        "driver-1",
+        {
+            "action": "SubmissionStatusResponse",
+            "driverState": "RUNNING",
+            "serverSparkVersion": "4.0.0",
+            "submissionId": "driver-1",
+            "success": True,
+            "workerHostPort": "10.0.0.7:42873",
+            "workerId": "worker-x",
+        },
+    )
+    assert running == DriverStatus("driver-1", True, "RUNNING", "10.0.0.7:42873")
+    assert running.active and running.host == "10.0.0.7"
+    failed = parse_status(
+        "driver-2",
+        {"action": "SubmissionStatusResponse", "driverState": "ERROR", "success": True, "message": "boom"},
+    )
+    assert not failed.active and failed.message == "boom"
+
+    def state(name: str) -> DriverStatus:
+        return parse_status("d", {"action": "SubmissionStatusResponse", "driverState": name, "success": True})
+
+    assert all(state(s).active for s in ("SUBMITTED", "RELAUNCHING", "UNKNOWN"))
+    assert not any(state(s).active for s in ("FINISHED", "KILLED", "FAILED"))
+    unknown = parse_status("driver-9", {"action": "SubmissionStatusResponse", "success": False})
+    assert not unknown.found and not unknown.active
+
+
+def test_parse_created_gives_the_id_or_the_masters_refusal() -> None:
+    ok = {"action": "CreateSubmissionResponse", "submissionId": "driver-20260101-0000", "success": True}
+    assert parse_created(ok) == "driver-20260101-0000"
+    with pytest.raises(JobRunnerError, match="Malformed request"):
+        parse_created({"action": "ErrorResponse", "message": "Malformed request: appResource missing"})
+
+
+def test_an_unreachable_rest_server_makes_the_job_status_unknown(tmp_path: Path) -> None:
+    desired = load_text(SPEC.replace("http://m:6066/", "http://127.0.0.1:9")).state.with_source_path(
+        tmp_path / "kmirror.yaml"
+    )
+    runner = runner_for(desired)
+    assert isinstance(runner, StandaloneRunner)
+    assert runner.status().known  # nothing deployed yet: nothing to ask
+    folder = tmp_path / ".kmirror" / "jobs" / "f"
+    folder.mkdir(parents=True)
+    (folder / "runner.json").write_text(json.dumps({"submission_id": "driver-1", "rest_url": "http://127.0.0.1:9"}))
+    assert not runner.status().known
+    job = runner.job("f")
+    assert job is not None and not job.running and "unreachable" in (job.state or "")
+    with pytest.raises(JobRunnerError, match="cannot reach the Spark REST submission server"):
+        runner.stop("f")
+
+
+def test_the_wrapper_signals_itself_once_the_stop_file_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    monkeypatch.setattr(standalone_entry, "POLL_SECONDS", 0.05)
+    stop = tmp_path / STOP_FILE
+    try:
+        threading.Thread(target=standalone_entry.watch, args=(stop, os.getppid()), daemon=True).start()
+        time.sleep(0.2)
+        assert got == []
+        stop.write_text("x")
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
