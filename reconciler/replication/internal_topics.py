@@ -1,16 +1,14 @@
-"""The job's writers of MM2's internal topics: offset-syncs after each batch, heartbeats on a timer.
+"""The job's driver-side writer of MM2's internal topics: heartbeats on a timer (offset-syncs are written by the
+sink producer's interceptor, see `interceptor.py`).
 
-`OffsetSyncPublisher` feeds `OffsetSyncEmitter` (MM2's emission rule) with, per source partition a batch
-touched, the offset of the last copied source record and the target offset it landed at, and produces the
-syncs it returns (plus, every `delayed_interval`, the held ones) into the flow's offset-syncs topic in MM2's
-wire format. `Heartbeater` is a daemon thread producing `Heartbeat(source, target, now)` into the source's
+`Heartbeater` is a daemon thread producing `Heartbeat(source, target, now)` into the source's
 `heartbeats` topic; the job's own subscription replicates it, so `<source>.heartbeats` on the target proves
 the path end to end.
 
 `ensure_internal_topics` creates the topics these write to when they are missing (one partition, compacted:
 the planner's rule), so a job deployed by hand works too.
 
-Must not: decide which offsets map to which (the job computes the pairs), or write anything else.
+Must not: write anything else.
 """
 
 from __future__ import annotations
@@ -18,15 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Producer
 
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.errors import KmirrorError
-from reconciler.mm2.wire import Heartbeat, OffsetSync, TopicPartition
-from reconciler.offsets.emitter import OffsetSyncEmitter
+from reconciler.mm2.wire import Heartbeat
 from reconciler.plan.topics import COMPACT
 
 log = logging.getLogger(__name__)
@@ -46,72 +43,6 @@ def ensure_internal_topics(admin: KafkaAdmin, names: Iterable[str]) -> None:
 
 def _producer(config: Mapping[str, Any], client_id: str) -> Any:
     return Producer({**_PRODUCER_DEFAULTS, **config, "client.id": client_id})
-
-
-class OffsetSyncPublisher:
-    """Offset-syncs of one flow: MM2's emission rule, produced into `topic` on the cluster `config` names."""
-
-    def __init__(
-        self,
-        config: Mapping[str, Any],
-        topic: str,
-        *,
-        offset_lag_max: int,
-        delayed_interval: float = 5.0,
-        client_id: str = "kmirror-offset-syncs",
-    ) -> None:
-        self.topic = topic
-        self.delayed_interval = delayed_interval
-        self._emitter = OffsetSyncEmitter(offset_lag_max)
-        self._producer = _producer(config, client_id)
-        self._lock = threading.Lock()
-        self._delayed_at = time.monotonic()
-        self._errors: list[str] = []
-        self.emitted = 0
-
-    def observe(self, pairs: Mapping[tuple[str, int], Sequence[tuple[int, int]]]) -> int:
-        """Per source partition, in order: (copied source record's offset, the target offset it landed at).
-
-        Returns the number of syncs produced.
-        """
-        with self._lock:
-            syncs: list[OffsetSync] = []
-            for (topic, partition), landed in sorted(pairs.items()):
-                tp = TopicPartition(topic, partition)
-                syncs.extend(s for up, down in landed if (s := self._emitter.observe_batch(tp, up, down)))
-            self._send(syncs)
-            return len(syncs)
-
-    def flush_delayed(self, *, force: bool = False) -> int:
-        """Produce the held syncs (MM2's periodic promotion) if `delayed_interval` passed, or now with `force`."""
-        with self._lock:
-            if not force and time.monotonic() - self._delayed_at < self.delayed_interval:
-                return 0
-            self._delayed_at = time.monotonic()
-            syncs = self._emitter.take_delayed()
-            self._send(syncs)
-            return len(syncs)
-
-    def close(self) -> None:
-        self.flush_delayed(force=True)
-        with self._lock:
-            self._producer.flush(30)
-
-    def _send(self, syncs: list[OffsetSync]) -> None:
-        if not syncs:
-            return
-        for s in syncs:
-            self._producer.produce(self.topic, key=s.key_bytes(), value=s.value_bytes(), on_delivery=self._delivered)
-        remaining = self._producer.flush(30)
-        errors, self._errors = self._errors, []
-        if remaining or errors:
-            # A lost sync only makes translation coarser until the next one; it must not stop replication.
-            log.warning("offset-syncs to %s: %d undelivered, errors: %s", self.topic, remaining, errors[:3])
-        self.emitted += len(syncs) - remaining - len(errors)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(str(err))
 
 
 class Heartbeater(threading.Thread):

@@ -2,29 +2,26 @@
 
 Started by a runner as `spark-submit ... reconciler/replication/entry.py --spec SPEC --digest D --checkpoint DIR`.
 
-Record path (JVM only, no Python per record): the Kafka source with the flow's anchored `subscribePattern`,
-`includeHeaders`, `read_committed` and a short metadata age (new topics and partitions are seen at the next
-trigger and start from their earliest offset), projected to the Kafka sink's columns: `topic` (the naming
-policy's SQL expression), `partition` (the source partition), `key`, `value` (nulls stay nulls: tombstones stay
-tombstones), `headers`. Spark 4.0's sink has no timestamp column (`KafkaRowWriter` sends
-`ProducerRecord(topic, partition, key, value, headers)`), so the source timestamp travels as one extra last
-header that `TimestampInterceptor` (see `interceptor.py`) turns back into the record timestamp inside the
-sink's producer. The producer is idempotent with `acks=all`, and each Kafka partition is one Spark task, so
-order within a partition is kept.
+Record path, one pass and JVM only (no Python per record or per batch on it): the Kafka source with the flow's
+anchored `subscribePattern`, `includeHeaders`, `read_committed` and a short metadata age (new topics and
+partitions are seen at the next trigger and start from their earliest offset), an `observe` aggregate (count,
+bytes, record timestamps: `progress.observed_columns`), projected to the Kafka sink's columns: `topic` (the
+naming policy's SQL expression), `partition` (the source partition), `key`, `value` (nulls stay nulls:
+tombstones stay tombstones), `headers`, written by Spark's Kafka sink. Spark 4.0's sink has no timestamp column,
+so the source timestamp, offset and topic travel in one extra last header that the sink producer's interceptor
+(`interceptor.py`, `jvm/ReplicationInterceptor.java`) removes: it sets the record timestamp and pairs the source
+offset with the offset the record landed at, writing MM2's offset-syncs with MM2's rule from every record (as
+MirrorSourceTask.commitRecord does), held syncs every few seconds and at exit. The producer is idempotent with
+`acks=all`, and each Kafka partition is one Spark task, so order within a partition is kept.
 
-Per micro-batch (`foreachBatch`, driven from the driver): aggregate per source partition the record count, the
-last source offset and every `offset_lag_max/4`-th source offset (a first pass over the batch, JVM only); create
-or grow the remote topics the batch needs (`RemoteTopicKeeper`, the planner's rules); write (a second pass;
-`spark.kmirror.cacheBatch=true` caches the batch between the two, off by default: measured no faster here and it
-holds up to `maxOffsetsPerTrigger` records in the driver's heap). Then read the target end offsets of the
-partitions written to: kmirror is the only writer of its remote topics and writes without transactions, so the
-batch's records of a partition are the last `count` records of its remote partition, in order, and each sampled
-source offset maps to an exact target offset. Those pairs go through MM2's offset-sync rule
-(`OffsetSyncEmitter.observe_batch`) into the offset-syncs topic; held syncs are flushed every few seconds.
-A driver thread emits heartbeats into the source. Progress lives in the Spark checkpoint
-(`spark.checkpoint_root/<flow>`); a restart or redeploy resumes from it, at least once. A failed query is
-restarted in-process with backoff (it re-runs the uncommitted batch); after five failures in a row without
-progress the job exits 1.
+Remote topics: created or grown before the query starts and then every few seconds by `RemoteTopicKeeper.watch`
+(the planner's rules); the sink's producer waits for a topic or partition its metadata does not show yet.
+
+Per batch, Spark's progress event (a `StreamingQueryListener`) feeds the metrics and `status.json`
+(`progress.batch_from_progress`). A driver thread emits heartbeats into the source. Progress lives in the Spark
+checkpoint (`spark.checkpoint_root/<flow>`); a restart or redeploy resumes from it, at least once. A failed
+query is restarted in-process with backoff (it re-runs the uncommitted batch); after five failures in a row
+without progress the job exits 1.
 
 Metrics (`metrics.py`): a Prometheus endpoint in the driver, http://HOST:PORT/metrics, PORT from
 `spark.kmirror.metricsPort` (0, the default, picks a free port; -1 turns it off) and written to status.json as
@@ -33,12 +30,12 @@ topic (the remote topic, as MM2), partition: record-count -> kmirror_record_coun
 kmirror_byte_count_total, record-rate -> kmirror_record_rate, byte-rate -> kmirror_byte_rate, record-age-ms-avg/max/min
 -> kmirror_record_age_ms_avg/max/min, replication-latency-ms-avg/max/min -> kmirror_replication_latency_ms_avg/max/min;
 plus kmirror_partition_lag (topic = the source topic: source end offset minus the replicated position, end offsets
-read every few seconds), kmirror_batches_total, kmirror_last_batch_timestamp_seconds. Ages and latencies come from
-the batch aggregate's min/max/sum of the record timestamps, so they are batch-granular: age = when the aggregate had
-read the batch - timestamp, latency = when the write returned - timestamp (see docs/metrics.md).
+read every few seconds), kmirror_batches_total, kmirror_last_batch_timestamp_seconds. Counts per partition come
+from the batch's offset ranges, ages and latencies from the batch's observed timestamps, so they are
+batch-granular: age = when the batch's write began - timestamp, latency = batch end - timestamp (see docs/metrics.md).
 
-SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
-writes anything (Spark re-runs it on the next start), the query stops, the process exits 0.
+SIGTERM (or SIGINT): the batch in flight finishes, the query stops (a batch that started in between is
+interrupted and re-runs on the next start), held offset-syncs are sent, the process exits 0.
 
 Secrets: `${env:..}` and `${file:..}` references are resolved here, from this process's environment, into
 in-memory options only. Must not: write a resolved secret to a file, a log line or a command line; or run
@@ -62,10 +59,11 @@ from typing import Any
 
 from reconciler.adapters.checkpointer import start_checkpointer_thread
 from reconciler.adapters.kafka_admin import KafkaAdmin
-from reconciler.replication.interceptor import INTERCEPTOR_CLASS, TIMESTAMP_HEADER
-from reconciler.replication.internal_topics import Heartbeater, OffsetSyncPublisher, ensure_internal_topics
+from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
+from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
 from reconciler.replication.jobspec import JobSpec
-from reconciler.replication.metrics import PartitionBatch, ReplicationMetrics, progress_positions, serve
+from reconciler.replication.metrics import ReplicationMetrics, progress_positions, serve
+from reconciler.replication.progress import OBSERVATION, BatchProgress, batch_from_progress, observed_columns
 from reconciler.replication.remote_topics import RemoteTopicKeeper
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
 from reconciler.spec.models import FlowSpec
@@ -76,14 +74,12 @@ log = logging.getLogger("kmirror.job")
 #: Spark settings kmirror reads from `spark.conf` (they are Spark-prefixed so spark-submit passes them on).
 MAX_OFFSETS_PER_TRIGGER = "spark.kmirror.maxOffsetsPerTrigger"
 TRIGGER_INTERVAL = "spark.kmirror.triggerInterval"
-CACHE_BATCH = "spark.kmirror.cacheBatch"
+ASYNC_PROGRESS = "spark.kmirror.asyncProgress"
 METRICS_PORT = "spark.kmirror.metricsPort"
 METRICS_ADDRESS = "spark.kmirror.metricsAddress"
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
-#: Measured by benchmarks/replication.py (1 KB records, 6 partitions, 2 cores): 250,000 instead of 100,000 gave
-#: +37 % records/s, -17 % CPU per record and p50 latency at 10,000 records/s down from 22 s to 6.6 s, because
-#: every batch has a fixed cost of seconds here (two Spark jobs, a shuffle, checkpoint writes).
+#: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 250_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
@@ -94,17 +90,13 @@ SOURCE_CONSUMER_DEFAULTS = {"max.partition.fetch.bytes": "8388608", "fetch.max.b
 #: Producer settings for throughput; the flow's `replication.producer` overrides them. Idempotence and
 #: acks=all are not overridable.
 SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}
-SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all", "interceptor.classes": INTERCEPTOR_CLASS}
+SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all"}
 
 
 #: Waits before restarting a failed query; after that many failures in a row (no batch completed between
 #: them) the job exits failed and the next plan shows it not running.
 RESTART_DELAYS = (2.0, 5.0, 15.0, 30.0, 60.0)
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
-
-
-class StopRequested(Exception):
-    """Raised by a batch that starts after SIGTERM: it writes nothing and is re-run on the next start."""
 
 
 def source_options(flow: FlowSpec, source: Mapping[str, str], consumer: Mapping[str, str]) -> dict[str, str]:
@@ -127,26 +119,30 @@ def source_options(flow: FlowSpec, source: Mapping[str, str], consumer: Mapping[
     return options
 
 
-def sink_options(target: Mapping[str, str], producer: Mapping[str, str]) -> dict[str, str]:
+def sink_options(
+    target: Mapping[str, str], producer: Mapping[str, str], interceptor: Mapping[str, str]
+) -> dict[str, str]:
+    """Spark Kafka sink options: the target's client properties, producer settings, the interceptor's."""
     options = {f"kafka.{k}": v for k, v in target.items()}
     options.update({f"kafka.{k}": v for k, v in SINK_PRODUCER_DEFAULTS.items()})
     options.update({f"kafka.{k}": v for k, v in producer.items()})
     options.update({f"kafka.{k}": v for k, v in SINK_PRODUCER_FIXED.items()})
+    options.update({f"kafka.{k}": v for k, v in interceptor.items()})
     return options
 
 
 def sink_projection(flow: FlowSpec) -> list[str]:
     """The sink's columns as SQL expressions over the source's columns."""
-    timestamp_header = (
-        f"named_struct('key', '{TIMESTAMP_HEADER}', 'value', CAST(CAST(unix_millis(timestamp) AS STRING) AS BINARY))"
+    source = (
+        f"named_struct('key', '{SOURCE_HEADER}', 'value', CAST(concat(CAST(unix_millis(timestamp) AS STRING), "
+        "',', CAST(offset AS STRING), ',', topic) AS BINARY))"
     )
     return [
         f"{flow.spark_remote_topic_expr('topic')} AS topic",
         "partition",
         "key",
         "value",
-        f"CASE WHEN headers IS NULL THEN array({timestamp_header}) "
-        f"ELSE concat(headers, array({timestamp_header})) END AS headers",
+        f"CASE WHEN headers IS NULL THEN array({source}) ELSE concat(headers, array({source})) END AS headers",
     ]
 
 
@@ -157,12 +153,14 @@ class ReplicationJob:
         self.checkpoint = checkpoint
         self.status = StatusFile(status_path, flow=spec.flow_name, digest=spec.digest)
         self._stopping = threading.Event()
+        self._progress_lock = threading.Lock()
         self.batches = 0
         self.restarts = 0
         self._batches_at_restart = 0
         self.records = 0
         self.bytes = 0
         self.metrics = ReplicationMetrics(spec.flow.source, spec.flow.target)
+        self._spark: Any = None
 
     # -- clients (secrets resolved here, kept in memory only) -----------------------------------------------
     def _client(self, alias: str) -> dict[str, Any]:
@@ -195,20 +193,19 @@ class ReplicationJob:
         ensure_internal_topics(source_admin, source_internal)
         if syncs_cluster == flow.target:
             ensure_internal_topics(target_admin, [syncs_topic])
+        self._interceptor = interceptor_settings(
+            syncs_topic, self._java(syncs_cluster), offset_lag_max=flow.offsets.offset_lag_max
+        )
 
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
         self.topics.refresh()
-        self.target_admin = target_admin
         self.source_admin = source_admin
-        self.syncs = OffsetSyncPublisher(
-            self._client(syncs_cluster),
-            syncs_topic,
-            offset_lag_max=flow.offsets.offset_lag_max,
-            client_id=f"kmirror-{flow.name}-offset-syncs",
-        )
+        background_stop = threading.Event()
+        self.topics.watch(background_stop)
 
-        spark = self._spark_session()
+        spark = self._spark = self._spark_session()
         self._serve_metrics(spark)
+        self._listen(spark)
         query = self._start_query(spark)
         self.status.update(state="running", app_id=spark.sparkContext.applicationId, query_id=str(query.id))
         heartbeats = None
@@ -223,9 +220,8 @@ class ReplicationJob:
             heartbeats.start()
         # Checkpoints (and translated group offsets, with sync.group_offsets) beside the query, every
         # checkpoint_interval; a failed cycle is logged and retried, it never stops replication.
-        checkpoints_stop = threading.Event()
         checkpoints = start_checkpointer_thread(
-            flow, self._client(flow.source), self._client(flow.target), checkpoints_stop
+            flow, self._client(flow.source), self._client(flow.target), background_stop
         )
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
@@ -260,10 +256,10 @@ class ReplicationJob:
             error = self._await(query)
         if heartbeats is not None:
             heartbeats.stop()
-        checkpoints_stop.set()
+        background_stop.set()
         if checkpoints is not None:
             checkpoints.join(timeout=30)
-        self.syncs.close()
+        self._flush_offset_syncs(spark)
         self._report(final=True)
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
         spark.stop()
@@ -283,7 +279,6 @@ class ReplicationJob:
                     break
             except Exception:
                 break
-            self.syncs.flush_delayed()
             if time.monotonic() - last_lag >= LAG_REFRESH_SECONDS:
                 self._refresh_lag(query)
                 last_lag = time.monotonic()
@@ -293,10 +288,10 @@ class ReplicationJob:
         if self._stopping.is_set():
             log.info("stop requested: finishing the batch in flight")
             while query.isActive and query.status.get("isTriggerActive"):
-                time.sleep(0.1)
+                time.sleep(0.05)
             query.stop()
         exc = query.exception()
-        if exc is None or "StopRequested" in str(exc):
+        if exc is None:
             return None
         log.error("query failed: %s", exc)
         return failure_summary(str(exc))
@@ -319,27 +314,29 @@ class ReplicationJob:
         except Exception as exc:  # a metric must never stop replication
             log.debug("lag not refreshed: %s", exc)
 
-    def _target_ends(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """End offsets of remote partitions; a partition just created may need a metadata refresh first."""
-        for attempt in range(5):
-            try:
-                return self.target_admin.end_offsets(partitions)
-            except Exception as exc:
-                if attempt == 4:
-                    raise
-                log.info("target end offsets not readable yet (%s); refreshing metadata", exc)
-                time.sleep(0.2 * 2**attempt)
-                self.target_admin.topics()
-        raise AssertionError("unreachable")
+    def _offset_syncs_sent(self) -> int | None:
+        """Offset-syncs the interceptors of the driver's JVM sent (all of them in local mode); None if unknown."""
+        try:
+            jvm = self._spark.sparkContext._jvm
+            return int(jvm.io.kmirror.replication.ReplicationInterceptor.syncsSent())
+        except Exception:
+            return None
+
+    def _flush_offset_syncs(self, spark: Any) -> None:
+        """Send the held offset-syncs now (local mode; executors elsewhere send theirs when they exit)."""
+        try:
+            spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor.flushAll()
+        except Exception as exc:
+            log.debug("held offset-syncs not flushed from the driver: %s", exc)
 
     def _report(self, *, final: bool = False) -> None:
         log.info(
-            "%sbatches=%d records=%d bytes=%d offset-syncs=%d remote-topics-created=%d",
+            "%sbatches=%d records=%d bytes=%d offset-syncs=%s remote-topics-created=%d",
             "final: " if final else "",
             self.batches,
             self.records,
             self.bytes,
-            self.syncs.emitted,
+            self._offset_syncs_sent(),
             len(self.topics.created),
         )
 
@@ -356,137 +353,90 @@ class ReplicationJob:
         spark.sparkContext.setLogLevel("WARN")
         return spark
 
+    def _listen(self, spark: Any) -> None:
+        """Every batch's progress event, from Spark's listener bus, to `_on_progress`."""
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        job = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                try:
+                    job._on_progress(json.loads(event.progress.json))
+                except Exception as exc:  # the listener must never break the query
+                    log.warning("batch progress not recorded: %s", exc)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        spark.streams.addListener(Listener())
+
     def _start_query(self, spark: Any) -> Any:
         flow = self.flow
         conf = spark.conf
         source = source_options(flow, self._java(flow.source), self._resolved(flow.replication.consumer))
         source["maxOffsetsPerTrigger"] = str(conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER)))
-        self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer))
-        self._projection = sink_projection(flow)
-        self._cache_batch = str(conf.get(CACHE_BATCH, "false")).lower() == "true"
+        sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer), self._interceptor)
         stream = spark.readStream.format("kafka").options(**source).load()
-        return (
-            stream.select("topic", "partition", "offset", "key", "value", "headers", "timestamp")
-            .writeStream.queryName(f"kmirror-{flow.name}")
+        writer = (
+            stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
+            .selectExpr(*sink_projection(flow))
+            .writeStream.format("kafka")
+            .options(**sink)
+            .queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", str(self.checkpoint))
             .trigger(processingTime=conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL))
-            .foreachBatch(self._batch)
-            .start()
         )
+        if str(conf.get(ASYNC_PROGRESS, "false")).lower() == "true":
+            writer = writer.option("asyncProgressTrackingEnabled", "true")
+        return writer.start()
 
-    def _batch(self, df: Any, batch_id: int) -> None:
-        if self._stopping.is_set():
-            log.info(
-                "batch %d began after the stop request: refused before writing; it re-runs on the next start "
-                "(Spark logs the refusal as an error)",
-                batch_id,
+    def _on_progress(self, progress: Mapping[str, Any]) -> None:
+        batch = batch_from_progress(progress, self.flow.remote_topic)
+        if batch is None:
+            return
+        with self._progress_lock:
+            written_ms = batch.started_ms + batch.duration_ms
+            self.metrics.observe_batch(batch.partitions, batch.read_ms, written_ms)
+            self.metrics.observe_positions(batch.ends)
+            self.batches += 1
+            self.records += batch.records
+            self.bytes += batch.bytes
+            self._log_batch(batch)
+            self.status.update(
+                batches=self.batches,
+                records=self.records,
+                bytes=self.bytes,
+                last_batch_id=batch.batch_id,
+                last_batch_at=time.time(),
+                last_batch_seconds=round(batch.duration_ms / 1000, 3),
+                last_batch_records=batch.records,
+                last_batch_phases=batch.phases,
+                offset_syncs=self._offset_syncs_sent(),
             )
-            raise StopRequested(f"batch {batch_id} refused: the job is stopping")
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
 
-        started = time.monotonic()
-        stride = sync_sample_stride(self.flow.offsets.offset_lag_max)
-        if self._cache_batch:
-            df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-            ts = F.expr("unix_millis(timestamp)")
-            stats = (
-                df.groupBy("topic", "partition")
-                .agg(
-                    F.sort_array(F.collect_list("offset")).alias("offsets"),
-                    F.sum(size).alias("bytes"),
-                    F.min(ts).alias("ts_min"),
-                    F.max(ts).alias("ts_max"),
-                    F.sum(ts).alias("ts_sum"),
-                )
-                .selectExpr(
-                    "topic",
-                    "partition",
-                    "bytes",
-                    "ts_min",
-                    "ts_max",
-                    "ts_sum",
-                    *batch_offsets_columns("offsets", stride),
-                )
-                .collect()
-            )
-            if not stats:
-                return
-            aggregated = time.monotonic()
-            polled_ms = int(time.time() * 1000)
-            touched: dict[str, int] = {}
-            for row in stats:
-                touched[row["topic"]] = max(touched.get(row["topic"], 0), row["partition"])
-            self.topics.ensure(touched)
-            ensured = time.monotonic()
-            df.selectExpr(*self._projection).write.format("kafka").options(**self._sink).save()
-            written = time.monotonic()
-            written_ms = int(time.time() * 1000)
-        finally:
-            if self._cache_batch:
-                df.unpersist()
-        remote = {(r["topic"], r["partition"]): (self.flow.remote_topic(r["topic"]), r["partition"]) for r in stats}
-        ends = self._target_ends(set(remote.values()))
-        pairs = {
-            (r["topic"], r["partition"]): landed_pairs(
-                r["samples"], r["last"], r["n"], ends[remote[(r["topic"], r["partition"])]], stride
-            )
-            for r in stats
-        }
-        synced = self.syncs.observe(pairs)
-        self.metrics.observe_batch(
-            (
-                PartitionBatch(
-                    topic=r["topic"],
-                    remote_topic=remote[(r["topic"], r["partition"])][0],
-                    partition=r["partition"],
-                    count=r["n"],
-                    bytes=r["bytes"] or 0,
-                    last_offset=r["last"],
-                    ts_min=r["ts_min"],
-                    ts_max=r["ts_max"],
-                    ts_sum=r["ts_sum"],
-                )
-                for r in stats
-            ),
-            polled_ms,
-            written_ms,
-        )
-        n = sum(r["n"] for r in stats)
-        self.batches += 1
-        self.records += n
-        self.bytes += sum(r["bytes"] or 0 for r in stats)
-        now = time.monotonic()
-        elapsed = now - started
-        phases = {
-            "aggregate": round(aggregated - started, 3),
-            "topics": round(ensured - aggregated, 3),
-            "write": round(written - ensured, 3),
-            "offset_syncs": round(now - written, 3),
-        }
+    def _log_batch(self, batch: BatchProgress) -> None:
         log.log(
-            logging.INFO if n >= 10_000 or elapsed >= 10 else logging.DEBUG,
-            "batch %d: %d records, %d partitions, %d syncs, %.1fs %s",
-            batch_id,
-            n,
-            len(stats),
-            synced,
-            elapsed,
-            phases,
+            logging.INFO if batch.records >= 10_000 or batch.duration_ms >= 10_000 else logging.DEBUG,
+            "batch %d: %d records, %d partitions, %.1fs %s",
+            batch.batch_id,
+            batch.records,
+            len(batch.partitions),
+            batch.duration_ms / 1000,
+            batch.phases,
         )
-        self.status.update(
-            batches=self.batches,
-            records=self.records,
-            bytes=self.bytes,
-            last_batch_id=batch_id,
-            last_batch_at=time.time(),
-            last_batch_seconds=round(elapsed, 3),
-            last_batch_records=n,
-            last_batch_phases=phases,
-            offset_syncs=self.syncs.emitted,
-        )
+
+
+def _expr(sql: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.expr(sql)
 
 
 def failure_summary(text: str) -> str:
@@ -496,40 +446,6 @@ def failure_summary(text: str) -> str:
         return f"{lines[-1].group(1)}: {lines[-1].group(2)}"[:500]
     first = text.strip().splitlines()
     return (first[0] if first else "unknown failure")[:500]
-
-
-def sync_sample_stride(offset_lag_max: int) -> int:
-    """Every how many records of a batch an exact (source, target) offset pair is taken for the sync rule.
-
-    MM2 sees every record and syncs once the lag reaches `offset_lag_max`; sampling every quarter of it keeps
-    syncs at most 1.25 x `offset_lag_max` apart while moving only a few offsets per batch to the driver.
-    """
-    return max(1, offset_lag_max // 4)
-
-
-def batch_offsets_columns(offsets: str, stride: int) -> list[str]:
-    """SQL over a batch partition's sorted source offsets: record count, last offset, and every stride-th one."""
-    return [
-        f"size({offsets}) AS n",
-        f"element_at({offsets}, -1) AS last",
-        f"CASE WHEN size({offsets}) > {stride} "
-        f"THEN transform(sequence({stride}, size({offsets}) - 1, {stride}), i -> element_at({offsets}, i)) "
-        f"ELSE CAST(array() AS ARRAY<BIGINT>) END AS samples",
-    ]
-
-
-def landed_pairs(samples: Sequence[int], last: int, count: int, target_end: int, stride: int) -> list[tuple[int, int]]:
-    """(source offset, target offset) of the sampled records and of the last one, in order.
-
-    After the write the batch's `count` records of this partition are the last `count` records of the remote
-    partition, in source order (kmirror is its only writer and writes without transactions; a retried task
-    rewrites the whole range, so the last copy is complete), so the record at 1-based position i landed at
-    `target_end - count + i - 1`.
-    """
-    start = target_end - count
-    pairs = [(upstream, start + (j + 1) * stride - 1) for j, upstream in enumerate(samples)]
-    pairs.append((last, target_end - 1))
-    return pairs
 
 
 class StatusFile:

@@ -10,10 +10,11 @@ the *remote* topic's name) maps to (snake case, `kmirror_` prefix, same labels):
     record-age-ms-{avg,max,min}   kmirror_record_age_ms_{avg,max,min}
     replication-latency-ms-{avg,max,min}   kmirror_replication_latency_ms_{avg,max,min}
 
-MM2 measures per record; kmirror has no Python per record, so ages and latencies are *batch-granular*: the
-batch's per-partition aggregate (JVM) yields count, bytes, and min/max/sum of the record timestamps. Record age
-is the time the aggregate finished reading the batch (the records had been polled by then) minus a record's
-timestamp; replication latency is the time the batch's write returned (acks=all) minus a record's timestamp.
+MM2 measures per record; kmirror has no Python per record, so these are *batch-granular*: each batch's progress
+(`progress.py`) yields per-partition record counts (offset ranges scaled to the exact batch count), bytes (the
+batch's exact bytes shared out by count) and the batch's min/max/sum of record timestamps. Record age is the
+time the batch's write began minus a record's timestamp; replication latency is the batch's end (written with acks=all,
+committed) minus a record's timestamp.
 avg is over the records of the batches of the last 30 s (MM2's sample window), max and min over the same
 batches; with no batch in the window the last batch's values stay.
 
@@ -50,7 +51,7 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True)
 class PartitionBatch:
-    """One source partition's share of a written batch, from the JVM aggregate."""
+    """One source partition's share of a written batch (see `progress.batch_from_progress`)."""
 
     topic: str
     remote_topic: str
@@ -99,7 +100,7 @@ class ReplicationMetrics(Collector):
 
     # -- updates from the driver ------------------------------------------------------------------------------
     def observe_batch(self, rows: Iterable[PartitionBatch], polled_ms: int, written_ms: int) -> None:
-        """A written batch: `polled_ms` when its aggregate had read it, `written_ms` when its write returned."""
+        """A written batch: `polled_ms` when it started reading, `written_ms` when its write returned."""
         now = time.monotonic()
         with self._lock:
             for r in rows:

@@ -1,11 +1,14 @@
 """Creates and grows remote topics from inside the running job, by the planner's own rules.
 
-Before the job writes a micro-batch, every remote topic the batch writes to must exist with at least as many
-partitions as its source (brokers run with `auto.create.topics.enable=false`, and the job keeps partition
-numbers). `RemoteTopicKeeper.ensure` checks the batch's source partitions against what it already ensured and,
-when something is new (or every `refresh_interval` seconds, to pick up idle new topics too), reads the source's
-topic list and makes the target match: the same `replicated_topics` and `synced_configs` the planner's create
-action uses, the source's partition count, the flow's replication factor. Partitions only grow.
+Every remote topic the job writes to must exist with at least as many partitions as its source (brokers run
+with `auto.create.topics.enable=false`, and the job keeps partition numbers). `RemoteTopicKeeper.refresh` reads
+the source's topic list and makes the target match: the same `replicated_topics` and `synced_configs` the
+planner's create action uses, the source's partition count, the flow's replication factor. Partitions only
+grow. The job refreshes once before its query starts and then every `WATCH_INTERVAL` seconds from a thread
+(`watch`): Spark notices a new source topic or partition within `metadata.max.age.ms` (3 s), and the sink's
+producer waits (up to its `max.block.ms`) for a topic or partition its metadata does not show yet, so a record
+for a new topic is written once the keeper has created its remote topic. `ensure` checks given partitions
+against what was already ensured and refreshes when one is new.
 
 Must not: delete anything, shrink anything, or touch a topic the flow does not replicate.
 """
@@ -13,6 +16,7 @@ Must not: delete anything, shrink anything, or touch a topic the flow does not r
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 
@@ -26,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: Metadata can lag a moment behind a batch that already saw a new partition; retry before giving up.
 _ENSURE_ATTEMPTS = 8
+#: Seconds between two refreshes of the running job's watcher thread.
+WATCH_INTERVAL = 2.0
 
 
 class RemoteTopicError(KmirrorError):
@@ -60,6 +66,20 @@ class RemoteTopicKeeper:
             f"flow {self.flow.name}: the remote topics of {sorted(missing)} could not be made to hold the "
             f"partitions the batch writes to ({dict(sorted(missing.items()))}); see the job log."
         )
+
+    def watch(self, stop: threading.Event, interval: float = WATCH_INTERVAL) -> threading.Thread:
+        """Refresh every `interval` seconds from a daemon thread until `stop` is set; failures are logged."""
+
+        def loop() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.refresh()
+                except Exception as exc:  # a broker hiccup: the next round tries again
+                    log.warning("remote topics of flow %s not refreshed: %s", self.flow.name, exc)
+
+        thread = threading.Thread(target=loop, name=f"kmirror-remote-topics-{self.flow.name}", daemon=True)
+        thread.start()
+        return thread
 
     def _missing(self, touched: Mapping[str, int]) -> dict[str, int]:
         return {t: p for t, p in touched.items() if self._ensured.get(t, 0) <= p}

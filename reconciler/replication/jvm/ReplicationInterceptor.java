@@ -1,0 +1,339 @@
+package io.kmirror.replication;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerInterceptor;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * The sink producer's interceptor: gives each replicated record its source timestamp and writes MM2's
+ * offset-syncs from the exact (source offset, target offset) pair of every record, as MirrorSourceTask does
+ * in commitRecord.
+ *
+ * The replication job appends one last header, "__kmirror.source", to every record: ASCII
+ * "timestampMs,sourceOffset,sourceTopic" (Spark 4.0's Kafka sink has no timestamp column, and the sink does
+ * not know where a row came from). onSend removes exactly that last header, sets the record's timestamp and
+ * queues the record's source position on its target partition. The producer acknowledges a partition's
+ * records in the order they were sent (idempotent producer, one callback per send, failures included), so
+ * onAcknowledgement takes the queue's head: that record's source offset landed at metadata.offset(). The
+ * pair goes through MM2's rule (OffsetSyncRule); a due sync is sent at once, the others are held per
+ * partition and the newest held one is sent every kmirror.offset.syncs.flush.ms (MM2's
+ * promoteDelayedOffsetSyncs), at close and at JVM exit. The serialized key and value sizes of each
+ * acknowledgement are checked against the queued record's; on a mismatch the partition writes no sync until
+ * its records in flight are acknowledged, then starts again with a "first" sync, rather than pairing wrong
+ * offsets.
+ *
+ * Settings (passed through the producer's configuration; the producer warns that it does not know them):
+ *   kmirror.offset.syncs.topic          where syncs go; without it no syncs are written
+ *   kmirror.offset.lag.max              MM2's offset.lag.max (default 100)
+ *   kmirror.offset.syncs.flush.ms       how often held syncs are sent (default 5000)
+ *   kmirror.offset.syncs.client.NAME    client properties of the cluster holding the syncs topic
+ *
+ * Wire format (MM2 OffsetSync): key = topic (int16 length + UTF-8), partition (int32); value = upstream
+ * offset (int64), downstream offset (int64); big-endian.
+ */
+public final class ReplicationInterceptor implements ProducerInterceptor<byte[], byte[]> {
+    public static final String HEADER = "__kmirror.source";
+    public static final String SYNCS_TOPIC = "kmirror.offset.syncs.topic";
+    public static final String OFFSET_LAG_MAX = "kmirror.offset.lag.max";
+    public static final String FLUSH_MS = "kmirror.offset.syncs.flush.ms";
+    public static final String CLIENT_PREFIX = "kmirror.offset.syncs.client.";
+
+    /** Every live interceptor of this JVM, for flushAll() and the exit hook. */
+    private static final Set<ReplicationInterceptor> LIVE = ConcurrentHashMap.newKeySet();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(ReplicationInterceptor::flushAll, "kmirror-syncs-exit"));
+    }
+
+    private final ConcurrentHashMap<TopicPartition, Lane> lanes = new ConcurrentHashMap<>();
+    private final LinkedBlockingQueue<Sync> due = new LinkedBlockingQueue<>();
+    private final LinkedHashMap<TopicPartition, Sync> delayed = new LinkedHashMap<>();
+    private final AtomicLong sent = new AtomicLong();
+    private final AtomicLong failed = new AtomicLong();
+    private final AtomicLong mismatches = new AtomicLong();
+    private String syncsTopic;
+    private long maxOffsetLag = 100L;
+    private long flushMs = 5000L;
+    private Properties clientProps;
+    private Thread sender;
+    private volatile boolean closed;
+    private KafkaProducer<byte[], byte[]> producer;
+
+    @Override
+    public void configure(Map<String, ?> configs) {
+        Object topic = configs.get(SYNCS_TOPIC);
+        syncsTopic = topic == null || topic.toString().isEmpty() ? null : topic.toString();
+        maxOffsetLag = longSetting(configs, OFFSET_LAG_MAX, maxOffsetLag);
+        flushMs = longSetting(configs, FLUSH_MS, flushMs);
+        if (syncsTopic == null) {
+            return;
+        }
+        clientProps = new Properties();
+        for (Map.Entry<String, ?> e : configs.entrySet()) {
+            if (e.getKey().startsWith(CLIENT_PREFIX) && e.getValue() != null) {
+                clientProps.put(e.getKey().substring(CLIENT_PREFIX.length()), e.getValue().toString());
+            }
+        }
+        Object clientId = configs.get("client.id");
+        clientProps.put("client.id", (clientId == null ? "kmirror" : clientId) + "-offset-syncs");
+        clientProps.put("key.serializer", ByteArraySerializer.class.getName());
+        clientProps.put("value.serializer", ByteArraySerializer.class.getName());
+        clientProps.put("acks", "all");
+        clientProps.put("enable.idempotence", "true");
+        clientProps.put("linger.ms", "5");
+        sender = new Thread(this::sendLoop, "kmirror-offset-syncs");
+        sender.setDaemon(true);
+        sender.start();
+        LIVE.add(this);
+    }
+
+    @Override
+    public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
+        Header[] headers = record.headers().toArray();
+        Header last = headers.length == 0 ? null : headers[headers.length - 1];
+        TopicPartition tp = new TopicPartition(record.topic(), record.partition() == null ? -1 : record.partition());
+        int keySize = record.key() == null ? -1 : record.key().length;
+        int valueSize = record.value() == null ? -1 : record.value().length;
+        if (last == null || !HEADER.equals(last.key()) || last.value() == null) {
+            lane(tp).sent(new Pending(null, -1L, keySize, valueSize)); // keeps the queue aligned
+            return record;
+        }
+        String text = new String(last.value(), StandardCharsets.US_ASCII);
+        int first = text.indexOf(',');
+        int second = text.indexOf(',', first + 1);
+        long timestamp = Long.parseLong(text.substring(0, first));
+        long offset = Long.parseLong(text.substring(first + 1, second));
+        String sourceTopic = text.substring(second + 1);
+        lane(tp).sent(new Pending(sourceTopic, offset, keySize, valueSize));
+        RecordHeaders rest = new RecordHeaders(Arrays.copyOf(headers, headers.length - 1));
+        // A negative timestamp (a pre-0.10 record without one) is refused by ProducerRecord: let the producer
+        // stamp it, as MM2 does for such records.
+        Long kept = timestamp >= 0 ? timestamp : null;
+        return new ProducerRecord<>(record.topic(), record.partition(), kept, record.key(), record.value(), rest);
+    }
+
+    @Override
+    public void onAcknowledgement(RecordMetadata metadata, Exception exception) {
+        if (metadata == null) {
+            return;
+        }
+        Lane lane = lanes.get(new TopicPartition(metadata.topic(), metadata.partition()));
+        if (lane != null) {
+            lane.acknowledged(metadata, exception);
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        LIVE.remove(this);
+        if (sender != null) {
+            sender.interrupt();
+            try {
+                sender.join(30_000L);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** Sends the held syncs of every interceptor in this JVM and waits for them (job stop, JVM exit). */
+    public static void flushAll() {
+        for (ReplicationInterceptor i : LIVE) {
+            i.promoteDelayed();
+            i.drain(10_000L);
+        }
+    }
+
+    /** Offset-syncs sent by every live interceptor of this JVM (for the job's status). */
+    public static long syncsSent() {
+        long n = 0;
+        for (ReplicationInterceptor i : LIVE) {
+            n += i.sent.get();
+        }
+        return n;
+    }
+
+    private Lane lane(TopicPartition tp) {
+        return lanes.computeIfAbsent(tp, k -> new Lane());
+    }
+
+    private void offer(TopicPartition sourcePartition, long upstream, long downstream, boolean now) {
+        if (syncsTopic == null) {
+            return;
+        }
+        Sync sync = new Sync(sourcePartition, upstream, downstream);
+        synchronized (delayed) {
+            if (now) {
+                delayed.remove(sourcePartition);
+                due.add(sync);
+            } else {
+                delayed.put(sourcePartition, sync); // a held sync keeps its place, as MM2's LinkedHashMap
+            }
+        }
+    }
+
+    private void promoteDelayed() {
+        synchronized (delayed) {
+            due.addAll(delayed.values());
+            delayed.clear();
+        }
+    }
+
+    private void sendLoop() {
+        long nextPromotion = System.currentTimeMillis() + flushMs;
+        while (!closed) {
+            try {
+                Sync sync = due.poll(100L, TimeUnit.MILLISECONDS);
+                if (sync != null) {
+                    send(sync);
+                }
+                if (System.currentTimeMillis() >= nextPromotion) {
+                    promoteDelayed();
+                    nextPromotion = System.currentTimeMillis() + flushMs;
+                }
+            } catch (InterruptedException e) {
+                break;
+            } catch (RuntimeException e) {
+                report("offset-syncs: " + e);
+            }
+        }
+        promoteDelayed();
+        drain(10_000L);
+        synchronized (this) {
+            if (producer != null) {
+                producer.close(java.time.Duration.ofSeconds(10));
+                producer = null;
+            }
+        }
+    }
+
+    private void drain(long timeoutMs) {
+        List<Sync> batch = new ArrayList<>();
+        due.drainTo(batch);
+        for (Sync s : batch) {
+            send(s);
+        }
+        synchronized (this) {
+            if (producer != null) {
+                producer.flush();
+            }
+        }
+    }
+
+    private synchronized void send(Sync sync) {
+        if (producer == null) {
+            producer = new KafkaProducer<>(clientProps);
+        }
+        producer.send(new ProducerRecord<>(syncsTopic, 0, sync.key(), sync.value()), (md, e) -> {
+            if (e == null) {
+                sent.incrementAndGet();
+            } else if (failed.incrementAndGet() % 1000 == 1) {
+                // A lost sync only makes translation coarser until the next one; replication goes on.
+                report("offset-sync to " + syncsTopic + " failed: " + e);
+            }
+        });
+    }
+
+    private static void report(String message) {
+        System.err.println("kmirror ReplicationInterceptor: " + message);
+    }
+
+    private static long longSetting(Map<String, ?> configs, String key, long fallback) {
+        Object value = configs.get(key);
+        return value == null ? fallback : Long.parseLong(value.toString().trim());
+    }
+
+    /** Records of one target partition sent and not yet acknowledged, and MM2's rule for its source partition. */
+    private final class Lane {
+        private final ArrayDeque<Pending> inflight = new ArrayDeque<>();
+        private OffsetSyncRule rule = new OffsetSyncRule(maxOffsetLag);
+        private boolean resync;
+
+        synchronized void sent(Pending pending) {
+            inflight.addLast(pending);
+        }
+
+        synchronized void acknowledged(RecordMetadata metadata, Exception exception) {
+            Pending p = inflight.pollFirst();
+            if (resync) {
+                // Every send has exactly one acknowledgement, so once the queue runs empty it is aligned again.
+                resync = !inflight.isEmpty();
+                return;
+            }
+            if (p == null || exception != null || p.topic == null || metadata.offset() < 0) {
+                return;
+            }
+            if (metadata.serializedKeySize() != p.keySize || metadata.serializedValueSize() != p.valueSize) {
+                long n = mismatches.incrementAndGet();
+                if (n % 1000 == 1) {
+                    report("acknowledgement out of order on " + metadata.topic() + "-" + metadata.partition()
+                            + "; its offset-syncs pause until its records in flight are acknowledged (" + n + ")");
+                }
+                rule = new OffsetSyncRule(maxOffsetLag);
+                resync = !inflight.isEmpty();
+                return;
+            }
+            TopicPartition source = new TopicPartition(p.topic, metadata.partition());
+            offer(source, p.offset, metadata.offset(), rule.update(p.offset, metadata.offset()));
+        }
+    }
+
+    private static final class Pending {
+        final String topic;
+        final long offset;
+        final int keySize;
+        final int valueSize;
+
+        Pending(String topic, long offset, int keySize, int valueSize) {
+            this.topic = topic;
+            this.offset = offset;
+            this.keySize = keySize;
+            this.valueSize = valueSize;
+        }
+    }
+
+    private static final class Sync {
+        final TopicPartition partition;
+        final long upstream;
+        final long downstream;
+
+        Sync(TopicPartition partition, long upstream, long downstream) {
+            this.partition = partition;
+            this.upstream = upstream;
+            this.downstream = downstream;
+        }
+
+        byte[] key() {
+            byte[] topic = partition.topic().getBytes(StandardCharsets.UTF_8);
+            return ByteBuffer.allocate(2 + topic.length + 4)
+                    .putShort((short) topic.length)
+                    .put(topic)
+                    .putInt(partition.partition())
+                    .array();
+        }
+
+        byte[] value() {
+            return ByteBuffer.allocate(16).putLong(upstream).putLong(downstream).array();
+        }
+    }
+}
