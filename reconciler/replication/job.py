@@ -317,6 +317,8 @@ class ReplicationJob:
     def _offset_syncs_sent(self) -> int | None:
         """Offset-syncs the interceptors of the driver's JVM sent (all of them in local mode); None if unknown."""
         try:
+            if not str(self._spark.sparkContext.master).startswith("local"):
+                return None  # the interceptors run in the executors' JVMs
             jvm = self._spark.sparkContext._jvm
             return int(jvm.io.kmirror.replication.ReplicationInterceptor.syncsSent())
         except Exception:
