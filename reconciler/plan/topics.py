@@ -5,7 +5,11 @@ explicitly set configs (minus the flow's exclusion list, plus the flow's `topic_
 only grow. Configs change by incremental SET/DELETE: `after.configs` is the whole explicit config set the
 target will have, including excluded keys the target keeps, so the executor derives its calls from the diff.
 A replication-factor difference is reported, never acted on. A target topic kmirror does not own is an error
-unless the flow adopts existing topics. Pure: values in, values out.
+unless the flow adopts existing topics, or unless the flow's own replication job made it: a running job creates
+the remote topic of a new source topic itself (`reconciler.replication.remote_topics`, by these same rules), so
+a target topic that is, by the naming policy of the job kmirror recorded as deployed, the remote topic of a
+source topic that job replicates is kmirror's and is recorded as owned (an update with no broker call, plus
+whatever partitions or configs differ). Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -15,14 +19,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
-from reconciler.plan.definition import Action, Kind, ResourceChange, internal_topic_address, topic_address
+from reconciler.plan.definition import (
+    Action,
+    Kind,
+    ResourceChange,
+    internal_topic_address,
+    job_address,
+    topic_address,
+)
 from reconciler.plan.inputs import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
 
 COMPACT = {"cleanup.policy": "compact"}
 #: The reason of a change that only records, as applied, what an interrupted apply created before it died.
 CONFIRM_PENDING = "created by an interrupted apply; recording it as applied"
+#: The reason of a change that records, as kmirror's, a remote topic the flow's running replication job created.
+CREATED_BY_JOB = "created by the flow's replication job ({job}) for a new source topic; recording it as kmirror's"
 
 
 @dataclass(frozen=True)
@@ -112,14 +127,54 @@ def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: Recorde
                 "-1 for the broker's default."
             )
     wanted_addresses = set()
+    deployed = {flow.name: deployed_job_flow(desired, recorded, flow) for flow in desired.enabled_flows}
     for rt in wanted:
         address = topic_address(rt.target_cluster, rt.name)
         wanted_addresses.add(address)
         current = live.clusters[rt.target_cluster].topics.get(rt.name)
         flow = desired.flow(rt.flow)
-        _plan_one(out, rt, address, current, recorded.owns(address), _exclusion(flow), recorded.pending(address))
+        owned = recorded.owns(address)
+        by_job = not owned and current is not None and created_by_job(deployed[rt.flow], rt)
+        _plan_one(out, rt, address, current, owned, _exclusion(flow), recorded.pending(address), by_job)
     _plan_removed(out, desired, live, recorded, wanted_addresses)
     return out
+
+
+def deployed_job_flow(desired: DesiredState, recorded: RecordedState, flow: FlowSpec) -> FlowSpec | None:
+    """The flow spec the replication job kmirror recorded as deployed for `flow` runs with, if that job writes to
+    the same source and target clusters as `flow` does now; None when kmirror deployed no job for it.
+
+    With `spark.deploy: none` kmirror runs no job, so no target topic can have been made by one.
+    """
+    if desired.spark.deploy == "none":
+        return None
+    spec = (recorded.get(job_address(flow.name)) or {}).get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("flow"), dict):
+        return None
+    try:
+        job_flow = FlowSpec.model_validate(spec["flow"])
+    except ValidationError:
+        return None  # recorded by a kmirror whose spec no longer reads: do not guess what that job did
+    if (job_flow.source, job_flow.target) != (flow.source, flow.target):
+        return None
+    clusters = spec.get("clusters")
+    for alias in (flow.source, flow.target):
+        recorded_cluster = clusters.get(alias) if isinstance(clusters, dict) else None
+        if not isinstance(recorded_cluster, dict):
+            return None
+        if recorded_cluster.get("bootstrap_servers") != desired.clusters[alias].model_dump(mode="json").get(
+            "bootstrap_servers"
+        ):
+            return None  # the alias points at another cluster now: that job never wrote there
+    return job_flow
+
+
+def created_by_job(job_flow: FlowSpec | None, rt: RemoteTopic) -> bool:
+    """Whether the deployed job (`job_flow`) replicates `rt`'s source topic into exactly `rt`, so that its
+    `RemoteTopicKeeper` created `rt` when the source topic appeared (the job and the planner share these rules)."""
+    if job_flow is None:
+        return False
+    return job_flow.topic_matches(rt.source_topic) and job_flow.remote_topic(rt.source_topic) == rt.name
 
 
 def _plan_one(
@@ -130,6 +185,7 @@ def _plan_one(
     owned: bool,
     excluded: Any,
     pending: bool = False,
+    by_job: bool = False,
 ) -> None:
     origin = f"{rt.source_cluster}:{rt.source_topic} (flow {rt.flow})"
     if current is None:
@@ -148,7 +204,7 @@ def _plan_one(
             )
         )
         return
-    if not owned and not rt.adopt:
+    if not owned and not rt.adopt and not by_job:
         holds = " and holds records" if current.has_records else ""
         out.errors.append(
             f"{address}: topic '{rt.name}' already exists on '{rt.target_cluster}'{holds}, but kmirror did not create "
@@ -177,7 +233,9 @@ def _plan_one(
     changed = sorted(k for k in configs.keys() | current.configs.keys() if configs.get(k) != current.configs.get(k))
     if changed:
         reasons.append("configs " + ", ".join(changed))
-    if not owned:
+    if not owned and by_job:
+        reasons.insert(0, CREATED_BY_JOB.format(job=job_address(rt.flow)))
+    elif not owned:
         reasons.insert(0, "adopting the existing topic as a mirror (adopt_existing)")
         if current.has_records:
             out.warnings.append(

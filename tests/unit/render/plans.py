@@ -144,6 +144,18 @@ def _topic_changes() -> list[ResourceChange]:
             ),
         ),
         ResourceChange(
+            # Created by the flow's running job for a new source topic: recorded as kmirror's, no broker call.
+            address=topic_address("cloud", "orders.apac"),
+            kind=t,
+            action=Action.UPDATE,
+            before=topic_form("cloud", "orders.apac", 2, retention, rf=3),
+            after=topic_form("cloud", "orders.apac", 2, retention, rf=3, source="orders.apac"),
+            reason=(
+                f"onprem:orders.apac (flow {FLOW}): created by the flow's replication job (job/{FLOW}) for a new "
+                "source topic; recording it as kmirror's"
+            ),
+        ),
+        ResourceChange(
             address=topic_address("cloud", "ledger"),
             kind=t,
             action=Action.REPLACE,

@@ -47,11 +47,11 @@ def all_renderings(plan: Plan) -> dict[str, str]:
 
 def test_summary_line_counts_every_action() -> None:
     plan = full_plan()
-    assert (plan.summary.create, plan.summary.update, plan.summary.replace, plan.summary.delete) == (5, 5, 4, 5)
+    assert (plan.summary.create, plan.summary.update, plan.summary.replace, plan.summary.delete) == (5, 6, 4, 5)
     text = render_text(plan, color=False)
-    assert text.rstrip("\n").splitlines()[-1] == "Plan: 5 to create, 5 to update, 4 to replace, 5 to delete."
-    assert "### kmirror plan: 5 to create, 5 to update, 4 to replace, 5 to delete" in render_markdown(plan)
-    assert "| **Total** | **5** | **5** | **4** | **5** |" in render_markdown(plan)
+    assert text.rstrip("\n").splitlines()[-1] == "Plan: 5 to create, 6 to update, 4 to replace, 5 to delete."
+    assert "### kmirror plan: 5 to create, 6 to update, 4 to replace, 5 to delete" in render_markdown(plan)
+    assert "| **Total** | **5** | **6** | **4** | **5** |" in render_markdown(plan)
 
 
 @pytest.mark.parametrize("plan", [empty_plan(), warnings_only_plan()], ids=["empty", "warnings-only"])
