@@ -101,10 +101,15 @@ class Executor:
             creates = [c for c in items if c.action == Action.CREATE]
             self._intend(creates)
             results = _retry(functools.partial(_create_topics, admin), creates)
-            # Done means usable: wait until the new topics are in the metadata the next plan and the job read.
-            admin.wait_visible([(c.after or {})["name"] for c in creates if results[c.address].ok])
+            # Done means usable: wait until the new topics are in the metadata the next plan and the job read
+            # (after thousands of creates that takes minutes; the wait lasts while topics keep appearing).
+            unseen = admin.wait_visible([(c.after or {})["name"] for c in creates if results[c.address].ok])
             for c in creates:
-                self._done(c, results[c.address])
+                result = results[c.address]
+                if result.ok and (c.after or {})["name"] in unseen:
+                    # Created (the controller said so), so it is kmirror's; the next plan waits for it to show.
+                    result = Outcome(c.address, True, "created, but not yet in the cluster's metadata")
+                self._done(c, result)
             self._flush()
             self._topic_updates(admin, [c for c in items if c.action == Action.UPDATE])
             for c in (c for c in items if c.action == Action.DELETE):

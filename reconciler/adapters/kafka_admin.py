@@ -108,19 +108,40 @@ class KafkaAdmin:
             result[name] = TopicMeta(name, len(topic.partitions), replicas)
         return result
 
-    def wait_visible(self, names: Iterable[str], timeout: float = 60.0) -> set[str]:
-        """Wait until the topics appear in the cluster's metadata; returns those still missing at the timeout.
+    def wait_visible(self, names: Iterable[str], stall: float = 60.0, limit: float = 900.0) -> set[str]:
+        """Wait until the topics appear in the cluster's metadata; returns those still missing when it gives up.
 
-        After a burst of creates the broker's metadata trails the create answers by seconds; a plan made in
-        that window would see the new topics as missing.
+        After a burst of creates the broker's metadata trails the create answers: the controller has committed
+        the topics, but a broker publishes them only after it has applied the metadata before them (creating
+        the logs of every earlier topic), which for thousands of topics on a busy broker takes minutes. A plan
+        made in that window sees the new topics as missing. So the wait lasts as long as topics keep
+        appearing: it gives up only after `stall` seconds in which no missing topic appeared, or after `limit`.
         """
         missing = set(names)
-        deadline = time.monotonic() + timeout
-        while missing and time.monotonic() < deadline:
-            missing -= set(self.topics())
-            if missing:
-                time.sleep(0.5)
+        started = progress_at = time.monotonic()
+        pause = 0.25
+        while missing:
+            visible = missing & set(self.topics())
+            now = time.monotonic()
+            if visible:
+                missing -= visible
+                progress_at = now
+            if not missing or now - progress_at > stall or now - started > limit:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)  # a metadata request for thousands of topics is not free
         return missing
+
+    def exist_on_controller(self, names: Iterable[str]) -> set[str]:
+        """Which of `names` the controller knows as topics, whatever the brokers' metadata shows yet.
+
+        Asked with a validate-only create (nothing is created): the controller answers TOPIC_ALREADY_EXISTS for
+        a topic it has committed. Any other answer (created-if-asked, not authorized, timeout) counts as "not
+        known to exist".
+        """
+        wanted = sorted(set(names))
+        outcomes = self.create_topics([(n, 1, -1, {}) for n in wanted], validate_only=True)
+        return {o.key for o in outcomes if o.ok and o.already_done}
 
     def explicit_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Configs set explicitly on each topic (source DYNAMIC_TOPIC_CONFIG); broker defaults never count."""

@@ -1,9 +1,12 @@
 """Reads the LiveState the planner needs from every cluster the desired state names, with few round trips.
 
-Two phases, each run on all clusters at once: (1) topic metadata (one request per cluster); (2) with the
-topic lists known, the explicit configs of exactly the topics that matter (replicated source topics, their
-remote topics, internal and recorded topics) in batched describe-configs requests, the ACLs where a flow
-syncs them, and whether unowned target topics already hold records.
+Two phases, each run on all clusters at once: (1) topic metadata (one request per cluster); a topic kmirror
+recorded that the metadata does not show is checked with the controller, and when the controller has it (a
+burst of creates that the broker has not published yet) the reader waits for the metadata to show it instead
+of reporting it deleted; (2) with the topic lists known, the explicit configs of exactly the topics that
+matter (replicated source topics, their remote topics, internal and recorded topics) in batched
+describe-configs requests, the ACLs where a flow syncs them, and whether unowned target topics already hold
+records.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from dataclasses import replace
 from typing import TypeVar
 
 from reconciler.adapters.group_offsets import with_group_offsets
-from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.kafka_admin import KafkaAdmin, TopicMeta
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
-from reconciler.plan.definition import topic_address
+from reconciler.plan.definition import Kind, topic_address
 from reconciler.plan.inputs import RecordedState
 from reconciler.plan.topics import replicated_topics
 from reconciler.spec.models import DesiredState
@@ -41,6 +44,7 @@ def read_live_state(
 ) -> LiveState:
     admins = admins or admins_for(desired, timeout)
     metadata = _parallel(admins, lambda a: a.topics())
+    metadata, warnings = _catch_up(admins, metadata, recorded)
     bare = {
         name: ClusterState(name, {t: TopicInfo(t, m.partitions, m.replication_factor) for t, m in meta.items()}, None)
         for name, meta in metadata.items()
@@ -83,8 +87,49 @@ def read_live_state(
 
     with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
         states = dict(zip(admins, pool.map(phase2, admins), strict=True))
-    live = with_group_offsets(desired, LiveState(clusters=states), admins, timeout=timeout)
+    live = with_group_offsets(desired, LiveState(clusters=states, warnings=warnings), admins, timeout=timeout)
     return replace(live, round_trips={n: a.round_trips for n, a in admins.items()})
+
+
+def _catch_up(
+    admins: dict[str, KafkaAdmin], metadata: dict[str, dict[str, TopicMeta]], recorded: RecordedState
+) -> tuple[dict[str, dict[str, TopicMeta]], tuple[str, ...]]:
+    """Metadata that shows every recorded topic the controller has: waits for a broker that is behind.
+
+    Without this, a plan made while the broker still publishes a burst of creates (an apply of thousands of
+    topics that just finished) reports the topics it has not published as "deleted outside kmirror".
+    """
+    absent: dict[str, set[str]] = {}
+    for res in recorded.resources.values():
+        if res.kind not in (Kind.TOPIC, Kind.INTERNAL_TOPIC):
+            continue
+        cluster, topic = str(res.attributes.get("cluster")), str(res.attributes.get("name"))
+        if cluster in metadata and topic not in metadata[cluster]:
+            absent.setdefault(cluster, set()).add(topic)
+    if not absent:
+        return metadata, ()
+
+    def catch_up(cluster: str) -> tuple[dict[str, TopicMeta], set[str]]:
+        admin = admins[cluster]
+        lagging = admin.exist_on_controller(absent[cluster])
+        if not lagging:
+            return metadata[cluster], set()
+        still = admin.wait_visible(lagging)
+        return admin.topics(), still
+
+    with ThreadPoolExecutor(max_workers=len(absent)) as pool:
+        results = dict(zip(absent, pool.map(catch_up, absent), strict=True))
+    warnings = []
+    for cluster, (topics, still) in sorted(results.items()):
+        metadata = {**metadata, cluster: topics}
+        if still:
+            names = ", ".join(sorted(still)[:5]) + (f" and {len(still) - 5} more" if len(still) > 5 else "")
+            warnings.append(
+                f"cluster '{cluster}': {len(still)} recorded topic{'s' if len(still) != 1 else ''} ({names}) exist on "
+                "the controller but not yet in the brokers' metadata; the plan shows them as missing. Plan again "
+                "once the brokers have caught up."
+            )
+    return metadata, tuple(warnings)
 
 
 def _topics_with_records(admin: KafkaAdmin, state: ClusterState, topics: Iterable[str]) -> set[str]:
