@@ -4,7 +4,11 @@ Starts a fresh Kafka 3.9 source and 4.x target (or uses KMIRROR_TEST_SOURCE/TARG
 source topics with an explicit config each, then measures, in one run:
   - plan wall time (cold: nothing on the target) and AdminClient round trips per cluster,
   - apply wall time (creating N remote topics, recording each in the state topic),
-  - re-plan wall time (everything in place: the no-change plan a drift cron runs).
+  - re-plan wall time (everything in place: the no-change plan a drift cron runs) and its changes, which must
+    be 0: the script exits 1 when they are not, after writing the results (with a sample of the changes).
+
+The flow runs no replication job (`spark.deploy: none`): what is measured is planning and applying topics and
+recording them; a Spark job over N topics would only add its start-up to apply and its CPU to the re-plan.
 
     .venv/bin/python benchmarks/plan_scale.py --topics 1000 10000 [--out benchmarks/results/plan_scale.json]
 
@@ -67,11 +71,13 @@ flows:
     target: dst{run}
     topics: {{include: ['{prefix}.*']}}
     naming: {{policy: prefix}}
+spark: {{deploy: none}}
 """
     return load_text(text).state
 
 
 def measure(source: str, target: str, n: int) -> dict[str, Any]:
+    load_at_start = round(os.getloadavg()[0], 1)
     run = f"{n}x{int(time.time())}"
     prefix = f"scale{run}-"
     create_s = _create_source_topics(source, prefix, n)
@@ -94,6 +100,7 @@ def measure(source: str, target: str, n: int) -> dict[str, Any]:
     replan_s = time.monotonic() - started
     return {
         "topics": n,
+        "load_average_1m_at_start": load_at_start,
         "load_average_1m": round(os.getloadavg()[0], 1),
         "create_source_topics_s": round(create_s, 2),
         "plan_s": round(plan_s, 2),
@@ -103,6 +110,8 @@ def measure(source: str, target: str, n: int) -> dict[str, Any]:
         "apply_changes_per_s": round(len(result.outcomes) / apply_s, 1),
         "replan_s": round(replan_s, 2),
         "replan_changes": len(replan.changes),
+        "replan_summary": replan.summary.model_dump(),
+        "replan_sample": [f"{c.action.value} {c.address}: {c.reason}" for c in replan.changes[:10]],
         "replan_round_trips": {name: a.round_trips for name, a in admins.items()},
     }
 
@@ -130,9 +139,12 @@ def main() -> None:
             print(
                 f"{n:>6} topics: plan {r['plan_s']:.2f}s ({r['plan_changes']} changes, round trips "
                 f"{r['plan_round_trips']}), apply {r['apply_s']:.1f}s ({r['apply_changes_per_s']} changes/s), "
-                f"no-change re-plan {r['replan_s']:.2f}s ({r['replan_changes']} changes)",
+                f"no-change re-plan {r['replan_s']:.2f}s ({r['replan_changes']} changes); "
+                f"1-min load average {r['load_average_1m_at_start']} at start, {r['load_average_1m']} at end",
                 flush=True,
             )
+            for line in r["replan_sample"]:
+                print(f"        re-plan change: {line}", flush=True)
     finally:
         for home in homes:
             kafka_local.stop(home)
@@ -144,6 +156,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {args.out}")
+    if any(r["replan_changes"] for r in results):
+        raise SystemExit("FAIL: a no-change re-plan right after apply planned changes (see replan_sample)")
 
 
 if __name__ == "__main__":
