@@ -56,6 +56,8 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     public static final String OFFSET_LAG_MAX = "kmirror.offset.lag.max";
     public static final String FLUSH_MS = "kmirror.offset.syncs.flush.ms";
     public static final String CLIENT_PREFIX = "kmirror.offset.syncs.client.";
+    /** Longest wait of flushAll, and of one send for metadata of the syncs topic. */
+    private static final long FLUSH_ALL_TIMEOUT_MS = 10_000L;
 
     /** Every live interceptor of this JVM, for flushAll() and the exit hook. */
     private static final Set<ReplicationInterceptor> LIVE = ConcurrentHashMap.newKeySet();
@@ -100,6 +102,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         clientProps.put("acks", "all");
         clientProps.put("enable.idempotence", "true");
         clientProps.put("linger.ms", "5");
+        clientProps.put("max.block.ms", Long.toString(FLUSH_ALL_TIMEOUT_MS));
         sender = new Thread(this::sendLoop, "kmirror-offset-syncs");
         sender.setDaemon(true);
         sender.start();
@@ -156,11 +159,23 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         }
     }
 
-    /** Sends the held syncs of every interceptor in this JVM and waits for them (job stop, JVM exit). */
+    /**
+     * Sends the held syncs of every interceptor in this JVM and waits for them (job stop, JVM exit), for at
+     * most FLUSH_ALL_TIMEOUT_MS: an unreachable syncs cluster must not keep the JVM from exiting.
+     */
     public static void flushAll() {
-        for (ReplicationInterceptor i : LIVE) {
-            i.promoteDelayed();
-            i.drain(10_000L);
+        Thread flusher = new Thread(() -> {
+            for (ReplicationInterceptor i : LIVE) {
+                i.promoteDelayed();
+                i.drain();
+            }
+        }, "kmirror-syncs-flush");
+        flusher.setDaemon(true);
+        flusher.start();
+        try {
+            flusher.join(FLUSH_ALL_TIMEOUT_MS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -218,7 +233,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
             }
         }
         promoteDelayed();
-        drain(10_000L);
+        drain();
         synchronized (this) {
             if (producer != null) {
                 producer.close(java.time.Duration.ofSeconds(10));
@@ -227,7 +242,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         }
     }
 
-    private void drain(long timeoutMs) {
+    private void drain() {
         List<Sync> batch = new ArrayList<>();
         due.drainTo(batch);
         for (Sync s : batch) {
