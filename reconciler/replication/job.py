@@ -393,10 +393,14 @@ class ReplicationJob:
             .options(**sink)
             .queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", str(self.checkpoint))
-            .trigger(processingTime=conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL))
+            .trigger(processingTime=trigger_interval(conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL)))
         )
-        if str(conf.get(ASYNC_PROGRESS, "false")).lower() == "true":
-            writer = writer.option("asyncProgressTrackingEnabled", "true")
+        if str(conf.get(ASYNC_PROGRESS, "true")).lower() == "true":
+            # The offset and commit logs are written beside the next batch instead of before and after each
+            # one; every batch's entries are still written (interval 0), and a stop waits for them.
+            writer = writer.option("asyncProgressTrackingEnabled", "true").option(
+                "asyncProgressTrackingCheckpointIntervalMs", "0"
+            )
         return writer.start()
 
     def _on_progress(self, progress: Mapping[str, Any]) -> None:
@@ -433,6 +437,17 @@ class ReplicationJob:
             batch.duration_ms / 1000,
             batch.phases,
         )
+
+
+_SHORT_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
+
+
+def trigger_interval(text: str) -> str:
+    """Spark's interval text, also from the short forms `250ms` and `2s`; anything else is passed on as is."""
+    m = _SHORT_INTERVAL.match(text)
+    if m is None:
+        return text
+    return f"{m.group(1)} {'milliseconds' if m.group(2) == 'ms' else 'seconds'}"
 
 
 def _expr(sql: str) -> Any:
