@@ -184,17 +184,20 @@ def test_apply_killed_half_way_leaves_true_state_and_the_next_apply_finishes(wor
     n = 400
     create_topics(world.source, *((f"{world.prefix}t{i:03d}", 1, {"retention.ms": "600000"}) for i in range(n)))
     spec = world.spec()
-    store = StateStore(world.dst, world.target.config(), world.state_topic)
     proc = subprocess.Popen(
         [*KMIRROR, "apply", "-f", str(spec), "--auto-approve"], cwd=world.tmp, env={**os.environ, "NO_COLOR": "1"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    # Kill it as soon as its apply session exists (serial 1 recorded), i.e. while it creates topics.
+    # Kill it as soon as the broker has created the first of its topics, i.e. while apply waits for them to be
+    # visible and records them (reading the state topic in this loop was slow enough under load to miss the
+    # whole apply).
+    first = world.remote(f"{world.prefix}t000")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if store.exists() and store.read().serial >= 1:
+        if topic_exists(world.target, first):
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
+    assert proc.poll() is None, "the apply finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
