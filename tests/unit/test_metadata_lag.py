@@ -8,6 +8,8 @@ minutes later). Fakes stand in for the brokers here; the clock is simulated.
 
 from __future__ import annotations
 
+import time
+import types
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,8 +53,11 @@ class LaggingAdmin(KafkaAdmin):
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(kafka_admin.time, "monotonic", c.monotonic)
-    monkeypatch.setattr(kafka_admin.time, "sleep", c.sleep)
+    # The admin module's own `time` only: patching the global time module would let any other thread's sleep
+    # move this clock (it did in CI, where threads of earlier tests were still running).
+    fake = types.SimpleNamespace(**{n: getattr(time, n) for n in dir(time) if not n.startswith("_")})
+    fake.monotonic, fake.sleep = c.monotonic, c.sleep
+    monkeypatch.setattr(kafka_admin, "time", fake)
     return c
 
 

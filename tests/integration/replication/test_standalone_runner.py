@@ -176,11 +176,17 @@ class Sequence:
         """Wait until all is copied; assert none lost, order kept. (records, duplicates)."""
         remote = self.setup.remote(desired, self.topic)
         wanted = {p: len(s) for p, s in self.produced.items()}
-        wait_for(
-            f"{remote} to hold {wanted}",
-            lambda: all(end_offsets(self.setup.target, remote).get(p, 0) >= n for p, n in wanted.items()),
-            timeout=180,
-        )
+
+        def all_there() -> bool:
+            # End offsets alone would be reached early when the target holds duplicates: compare the records.
+            if not all(end_offsets(self.setup.target, remote).get(p, 0) >= n for p, n in wanted.items()):
+                return False
+            return all(
+                set(seqs) <= {int(r.value or b"-1") for r in read_partition(self.setup.target, remote, p)}
+                for p, seqs in self.produced.items()
+            )
+
+        wait_for(f"{remote} to hold every record produced ({wanted})", all_there, timeout=180)
         duplicates = 0
         for p, seqs in self.produced.items():
             got = [int(r.value or b"-1") for r in read_partition(self.setup.target, remote, p)]
