@@ -14,10 +14,8 @@ import json
 import os
 import signal
 import struct
-import threading
 import time
 import urllib.request
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -29,6 +27,7 @@ from reconciler.offsets.translation import OffsetSyncStore
 from tests.integration.replication.conftest import (
     Flow,
     Rec,
+    SequenceProducer,
     add_partitions,
     create_topic,
     end_offsets,
@@ -331,52 +330,6 @@ def test_metrics_endpoint_has_mm2_names_counts_lag_and_latency(flow: Flow) -> No
     assert time.time() - m["kmirror_last_batch_timestamp_seconds"][top] < 600
 
 
-class SequenceProducer:
-    """Produces sequence-numbered records round-robin over a topic's partitions in a thread, until stopped."""
-
-    def __init__(self, flow: Flow, topic: str, partitions: int) -> None:
-        self.flow, self.topic, self.partitions = flow, topic, partitions
-        self.produced: dict[int, list[int]] = {p: [] for p in range(partitions)}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> SequenceProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    def _run(self) -> None:
-        producer = _producer(self.flow)
-        seq = 0
-        while not self._stop.is_set():
-            for _ in range(100):
-                p = seq % self.partitions
-                producer.produce(self.topic, value=str(seq).encode(), partition=p)
-                self.produced[p].append(seq)
-                seq += 1
-            producer.poll(0)
-            time.sleep(0.2)  # ~500 records/s: a steady stream the job keeps up with on a busy 2-core machine
-        assert producer.flush(30) == 0
-
-    def check_target(self) -> tuple[int, int]:
-        """Wait until everything is copied; assert none lost and order kept. Returns (records, duplicates)."""
-        flow, remote = self.flow, self.flow.remote(self.topic)
-        wait_replicated(flow, self.topic, {p: len(seqs) for p, seqs in self.produced.items()}, timeout=180)
-        time.sleep(2)
-        duplicates = 0
-        for p, seqs in self.produced.items():
-            got = [int(r.value or b"-1") for r in read_partition(flow.target, remote, p)]
-            counts = Counter(got)
-            missing = set(seqs) - set(counts)
-            assert not missing, f"partition {p}: {len(missing)} records lost, e.g. {sorted(missing)[:10]}"
-            duplicates += sum(c - 1 for c in counts.values())
-            assert list(dict.fromkeys(got)) == seqs, f"partition {p}: order differs"
-        return sum(len(s) for s in self.produced.values()), duplicates
-
-
 @pytest.mark.slow
 def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> None:
     old, new = flow.topic("redeployed"), f"wide{flow.prefix}.extra"
@@ -388,7 +341,7 @@ def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> No
     producer.flush(30)
     widened = flow.widened(rf"wide{flow.prefix}\..*")
     assert widened.flow_digest(flow.name) != flow.state.flow_digest(flow.name)
-    with SequenceProducer(flow, old, 2) as seq:
+    with SequenceProducer(flow.source, old, 2) as seq:
         remote = flow.remote(old)
         wait_for("the job to copy some records", lambda: sum(end_offsets(flow.target, remote).values()) > 1000)
         flow.state = widened
@@ -396,7 +349,7 @@ def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> No
         info = flow.runner.status().jobs[flow.name]
         assert info.running and info.spec_digest == widened.flow_digest(flow.name)
         time.sleep(3)
-    total, duplicates = seq.check_target()
+    total, duplicates = seq.check(flow.target, flow.remote(seq.topic))
     print(f"redeploy mid-stream: {total} records, none lost, {duplicates} duplicates")
     assert duplicates == 0, "a graceful stop finishes its batch and writes nothing after it"
     wait_replicated(flow, new, {0: 50, 1: 50})  # the newly included topic, from its earliest offset
@@ -409,7 +362,7 @@ def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> No
 def test_kill_9_mid_stream_then_deploy_loses_nothing(flow: Flow) -> None:
     topic = flow.topic("killed")
     create_topic(flow.source, topic, 3)
-    with SequenceProducer(flow, topic, 3) as seq:
+    with SequenceProducer(flow.source, topic, 3) as seq:
         remote = flow.remote(topic)
         wait_for("the job to copy some records", lambda: sum(end_offsets(flow.target, remote).values()) > 1000)
         job = flow.runner.job(flow.name)
@@ -421,7 +374,7 @@ def test_kill_9_mid_stream_then_deploy_loses_nothing(flow: Flow) -> None:
         flow.deploy()
         assert flow.runner.status().jobs[flow.name].running
         time.sleep(5)
-    total, duplicates = seq.check_target()
+    total, duplicates = seq.check(flow.target, flow.remote(seq.topic))
     print(f"kill -9 and redeploy: {total} records produced, none lost, {duplicates} duplicates")
 
 

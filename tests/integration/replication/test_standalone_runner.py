@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from reconciler.spec.loader import load_desired_state
 from reconciler.spec.models import DesiredState
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import (
+    SequenceProducer,
     create_topic,
     end_offsets,
     read_partition,
@@ -139,65 +138,6 @@ def apply(desired: DesiredState) -> float:
     return time.monotonic() - started
 
 
-class Sequence:
-    """Sequence-numbered records, round-robin over a topic's partitions, in a thread (~200 records/s)."""
-
-    def __init__(self, setup: Setup, topic: str, partitions: int) -> None:
-        self.setup, self.topic, self.partitions = setup, topic, partitions
-        self.produced: dict[int, list[int]] = {p: [] for p in range(partitions)}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Sequence:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    def _run(self) -> None:
-        producer = Producer(self.setup.source.config(**{"enable.idempotence": True, "linger.ms": 5}))
-        seq = 0
-        while not self._stop.is_set():
-            for _ in range(40):
-                p = seq % self.partitions
-                producer.produce(self.topic, value=str(seq).encode(), partition=p)
-                self.produced[p].append(seq)
-                seq += 1
-            producer.poll(0)
-            time.sleep(0.2)
-        assert producer.flush(30) == 0
-
-    def copied(self, desired: DesiredState) -> int:
-        return sum(end_offsets(self.setup.target, self.setup.remote(desired, self.topic)).values())
-
-    def check(self, desired: DesiredState) -> tuple[int, int]:
-        """Wait until all is copied; assert none lost, order kept. (records, duplicates)."""
-        remote = self.setup.remote(desired, self.topic)
-        wanted = {p: len(s) for p, s in self.produced.items()}
-
-        def all_there() -> bool:
-            # End offsets alone would be reached early when the target holds duplicates: compare the records.
-            if not all(end_offsets(self.setup.target, remote).get(p, 0) >= n for p, n in wanted.items()):
-                return False
-            return all(
-                set(seqs) <= {int(r.value or b"-1") for r in read_partition(self.setup.target, remote, p)}
-                for p, seqs in self.produced.items()
-            )
-
-        wait_for(f"{remote} to hold every record produced ({wanted})", all_there, timeout=180)
-        duplicates = 0
-        for p, seqs in self.produced.items():
-            got = [int(r.value or b"-1") for r in read_partition(self.setup.target, remote, p)]
-            counts = Counter(got)
-            missing = set(seqs) - set(counts)
-            assert not missing, f"partition {p}: {len(missing)} records lost, e.g. {sorted(missing)[:10]}"
-            duplicates += sum(c - 1 for c in counts.values())
-            assert list(dict.fromkeys(got)) == seqs, f"partition {p}: order differs"
-        return sum(len(s) for s in self.produced.values()), duplicates
-
-
 def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: Setup) -> None:
     desired = setup.write()
     topic = f"{setup.prefix}.orders"
@@ -246,8 +186,10 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
     for i in range(100):
         producer.produce(extra, value=f"n{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
-    with Sequence(setup, old, 2) as seq:
-        wait_for("the job to copy some records", lambda: seq.copied(desired) > 200)
+    with SequenceProducer(setup.source, old, 2, per_round=40) as seq:
+        wait_for(
+            "the job to copy some records", lambda: seq.copied(setup.target, setup.remote(desired, seq.topic)) > 200
+        )
         widened = setup.write(rf"wide{setup.prefix}\..*")
         plan = operations.make_plan(widened)
         assert job_change(plan) == ("replace", "redeploy")
@@ -259,7 +201,7 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
         time.sleep(3)
     old_driver = StandaloneRunner(setup.base, widened.spark).rest.status(before.submission_id or "?")
     assert old_driver.state == "FINISHED", old_driver  # it stopped itself (SIGTERM), not killed
-    total, duplicates = seq.check(widened)
+    total, duplicates = seq.check(setup.target, setup.remote(widened, old))
     print(f"standalone redeploy mid-stream: {total} records, none lost, {duplicates} duplicates")
     assert duplicates == 0, "a graceful stop finishes its batch and writes nothing after it"
     wait_for(
@@ -270,8 +212,10 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
 def test_a_killed_driver_is_restarted_by_the_next_apply(setup: Setup) -> None:
     desired = load_desired_state(setup.base / "kmirror.yaml")
     topic = f"{setup.prefix}.killed"
-    with Sequence(setup, topic, 2) as seq:
-        wait_for("the job to copy some records", lambda: seq.copied(desired) > 200)
+    with SequenceProducer(setup.source, topic, 2, per_round=40) as seq:
+        wait_for(
+            "the job to copy some records", lambda: seq.copied(setup.target, setup.remote(desired, seq.topic)) > 200
+        )
         job = setup.job(desired)
         python = json.loads((job.folder / "status.json").read_text())["pid"]
         jvm = int(Path(f"/proc/{python}/stat").read_text().rpartition(")")[2].split()[1])  # its parent
@@ -287,7 +231,7 @@ def test_a_killed_driver_is_restarted_by_the_next_apply(setup: Setup) -> None:
         restarted = setup.job(desired)
         assert restarted.running and restarted.submission_id != job.submission_id
         time.sleep(3)
-    total, duplicates = seq.check(desired)
+    total, duplicates = seq.check(setup.target, setup.remote(desired, topic))
     print(f"standalone kill -9 of the driver and apply: {total} records, none lost, {duplicates} duplicates")
 
 
