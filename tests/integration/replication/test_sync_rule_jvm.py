@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from reconciler.offsets.emitter import PartitionSyncState, decide_sync
 from reconciler.replication.interceptor import SYNC_RULE_CLASS, interceptor_jar
+from tests.unit.offsets.test_emitter import run as mm2_rule
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,16 +32,6 @@ def jvm_decisions(offset_lag_max: int, pairs: list[tuple[int, int]]) -> list[boo
         timeout=60,
     ).stdout.split()
     return [line == "1" for line in out]
-
-
-def python_decisions(offset_lag_max: int, pairs: list[tuple[int, int]]) -> list[bool]:
-    state: PartitionSyncState | None = None
-    out = []
-    for up, down in pairs:
-        decision = decide_sync(state, up, down, offset_lag_max)
-        state = decision.state
-        out.append(decision.emit)
-    return out
 
 
 def random_pairs(rng: random.Random, n: int) -> list[tuple[int, int]]:
@@ -69,7 +59,7 @@ def test_jvm_rule_agrees_with_the_python_port_of_mm2() -> None:
     cases = [(50, [(0, 100), (2, 102), (3, 152), (4, 153), (5, 154), (6, 203), (7, 204), (2, 206), (4, 3)])]
     cases += [(rng.choice([0, 1, 3, 10, 100]), random_pairs(rng, 2000)) for _ in range(20)]
     for lag, pairs in cases:
-        jvm, python = jvm_decisions(lag, pairs), python_decisions(lag, pairs)
+        jvm, python = jvm_decisions(lag, pairs), mm2_rule(lag, pairs)
         assert sum(python) > 1, "the case exercises the rule"
         assert len(jvm) == len(python)
         assert jvm == python, f"offset_lag_max={lag}: differs at {[a == b for a, b in zip(jvm, python, strict=True)]}"
