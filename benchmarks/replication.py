@@ -602,6 +602,7 @@ class Variant:
     conf: dict[str, str]
     producer: dict[str, str]
     index: int = 0
+    master: str | None = None  # spark.master of this variant (real-time mode needs a slot per partition)
 
     @property
     def aliases(self) -> tuple[str, str]:
@@ -617,7 +618,7 @@ def parse_variants(args: argparse.Namespace) -> list[Variant]:
     """The main run (--kmirror-conf/--kmirror-producer) and each --variant 'NAME key=value ...'.
 
     A variant's settings are added to the main run's; keys starting with `producer.` go to the flow's
-    `replication.producer`, the others to `spark.conf`.
+    `replication.producer`, `master` is the variant's `spark.master`, the others go to `spark.conf`.
     """
     conf = {"spark.kmirror.triggerInterval": "200 milliseconds"}
     conf.update(dict(c.split("=", 1) for c in args.kmirror_conf))
@@ -627,8 +628,9 @@ def parse_variants(args: argparse.Namespace) -> list[Variant]:
         name, *items = text.split()
         pairs = dict(item.split("=", 1) for item in items)
         extra_producer = {k.removeprefix("producer."): v for k, v in pairs.items() if k.startswith("producer.")}
+        master = pairs.pop("master", None)
         extra_conf = {k: v for k, v in pairs.items() if not k.startswith("producer.")}
-        out.append(Variant(name, {**conf, **extra_conf}, {**producer, **extra_producer}, i))
+        out.append(Variant(name, {**conf, **extra_conf}, {**producer, **extra_producer}, i, master))
     return out
 
 
@@ -645,7 +647,7 @@ clusters:
 state: {{cluster: {t}}}
 spark:
   deploy: local
-  master: "{args.spark_master}"
+  master: "{variant.master or args.spark_master}"
   checkpoint_root: checkpoints
   conf:
 {conf_text}
@@ -708,7 +710,7 @@ def run_kmirror(
         result.update(summarise(timing, args.records, args.record_size, cpu, at_first))
         result["config"] = {
             "variant": variant.name,
-            "spark.master": args.spark_master,
+            "spark.master": variant.master or args.spark_master,
             "spark.conf": dict(state.spark.conf),
             "producer": dict(flow.replication.producer),
             "job_folder": str(runner.jobs_dir / "bench"),

@@ -35,11 +35,21 @@ read every few seconds), kmirror_batches_total, kmirror_last_batch_timestamp_sec
 from the batch's offset ranges, ages and latencies from the batch's observed timestamps, so they are
 batch-granular: age = when the batch's write began - timestamp, latency = batch end - timestamp (see docs/metrics.md).
 
+Modes (`spark.kmirror.mode`): `microbatch` (the default) as above, one micro-batch every `triggerInterval`; and
+`realtime`, Spark 4.1's real-time mode: the same query (source, observe, projection, interceptor) written by the
+plain Kafka sink with a real-time trigger, so every source partition is one long-running task that forwards each
+record as it arrives, and `triggerInterval` is the checkpoint interval (default 10 s) at which offsets are
+committed and a progress event arrives. It needs a task slot per source partition (`spark.master local[N]` with N
+at least the partitions, or as many executor cores): the job refuses to start with fewer. Metrics are per
+checkpoint interval in this mode.
+
 SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
 writes anything (Spark re-runs it on the next start), the query stops, held offset-syncs are sent, the process
-exits 0. (Spark's async progress tracking would save ~0.3 s per batch but needs the plain Kafka sink, where a
-stop cannot refuse the next batch: under a steady stream batches run back to back and a stop would interrupt one
-half-written, so it is not used.)
+exits 0. In real-time mode batches run back to back and no sink callback can refuse one: the stop waits for the
+running batch to commit and stops the next one at once, so the records that batch had already sent (a few
+milliseconds' worth) are sent again on the next start. (Spark's async progress tracking would save ~0.3 s per
+batch but needs the plain Kafka sink, where a stop cannot refuse the next batch: under a steady stream batches
+run back to back and a stop would interrupt one half-written, so micro-batch mode does not use it.)
 
 Secrets: `${env:..}` and `${file:..}` references are resolved here, from this process's environment, into
 in-memory options only. Must not: write a resolved secret to a file, a log line or a command line; or run
@@ -80,11 +90,15 @@ MAX_OFFSETS_PER_TRIGGER = "spark.kmirror.maxOffsetsPerTrigger"
 TRIGGER_INTERVAL = "spark.kmirror.triggerInterval"
 METRICS_PORT = "spark.kmirror.metricsPort"
 METRICS_ADDRESS = "spark.kmirror.metricsAddress"
+MODE = "spark.kmirror.mode"
+MODES = ("microbatch", "realtime")
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
 #: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 250_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
+#: Real-time mode's checkpoint interval: offsets committed, metrics and status updated, new topics seen.
+DEFAULT_REALTIME_INTERVAL = "10 seconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
 #: client-side metadata cache of the consumers and admin it uses).
 METADATA_MAX_AGE_MS = "3000"
@@ -149,6 +163,29 @@ def sink_projection(flow: FlowSpec) -> list[str]:
     ]
 
 
+class JobSettingError(Exception):
+    """A Spark setting of the job that it cannot run with (the job exits 1 with this message in its status)."""
+
+
+def job_mode(value: str) -> str:
+    """`spark.kmirror.mode`, checked."""
+    mode = value.strip().lower()
+    if mode not in MODES:
+        raise JobSettingError(f"{MODE} is {value!r}; it must be one of {', '.join(MODES)}")
+    return mode
+
+
+def realtime_slots_error(partitions: int, slots: int, master: str) -> str | None:
+    """Why real-time mode cannot run `partitions` long-running tasks on `slots` task slots, or None."""
+    if slots >= partitions:
+        return None
+    return (
+        f"{MODE}=realtime runs one long-running task per source partition: the flow replicates {partitions} "
+        f"partitions but spark.master {master} has {slots} task slots; give it at least {partitions} (e.g. "
+        f"spark.master local[{partitions}]), or use {MODE}=microbatch"
+    )
+
+
 class StopRequested(Exception):
     """Raised by a batch that starts after SIGTERM: it writes nothing and is re-run on the next start."""
 
@@ -168,6 +205,8 @@ class ReplicationJob:
         self.bytes = 0
         self.metrics = ReplicationMetrics(spec.flow.source, spec.flow.target)
         self._spark: Any = None
+        self.mode = "microbatch"
+        self._batch_done = threading.Condition()
 
     # -- clients (secrets resolved here, kept in memory only) -----------------------------------------------
     def _client(self, alias: str) -> dict[str, Any]:
@@ -205,12 +244,13 @@ class ReplicationJob:
         )
 
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
+        spark = self._spark = self._spark_session()
+        self._check_mode(spark)  # before anything is created on the clusters
         self.topics.refresh()
         self.source_admin = source_admin
         background_stop = threading.Event()
         self.topics.watch(background_stop)
 
-        spark = self._spark = self._spark_session()
         self._serve_metrics(spark)
         self._listen(spark)
         query = self._start_query(spark)
@@ -294,14 +334,35 @@ class ReplicationJob:
                 last_report = time.monotonic()
         if self._stopping.is_set():
             log.info("stop requested: finishing the batch in flight")
-            while query.isActive and query.status.get("isTriggerActive"):
-                time.sleep(0.05)
+            if self.mode == "realtime":
+                self._await_next_batch(query)
+            else:
+                while query.isActive and query.status.get("isTriggerActive"):
+                    time.sleep(0.05)
             query.stop()
         exc = query.exception()
         if exc is None or "StopRequested" in str(exc):
             return None
         log.error("query failed: %s", exc)
         return failure_summary(str(exc))
+
+    def _check_mode(self, spark: Any) -> None:
+        """`spark.kmirror.mode`, and for real-time mode a task slot per replicated source partition."""
+        self.mode = job_mode(str(spark.conf.get(MODE, "microbatch")))
+        if self.mode == "realtime":
+            sc = spark.sparkContext
+            problem = realtime_slots_error(self.topics.replicated_partitions(), sc.defaultParallelism, sc.master)
+            if problem is not None:
+                raise JobSettingError(problem)
+
+    def _await_next_batch(self, query: Any) -> None:
+        """Real-time mode: wait until the running batch commits (at most its interval and a minute more)."""
+        interval = trigger_interval(str(self._spark.conf.get(TRIGGER_INTERVAL, DEFAULT_REALTIME_INTERVAL)))
+        deadline = time.monotonic() + (interval_seconds(interval) or 300.0) + 60
+        with self._batch_done:
+            seen = self.batches
+            while self.batches == seen and query.isActive and time.monotonic() < deadline:
+                self._batch_done.wait(0.05)
 
     def _serve_metrics(self, spark: Any) -> None:
         port = int(spark.conf.get(METRICS_PORT, "0"))
@@ -390,15 +451,27 @@ class ReplicationJob:
         flow = self.flow
         conf = spark.conf
         source = source_options(flow, self._java(flow.source), self._resolved(flow.replication.consumer))
-        source["maxOffsetsPerTrigger"] = str(conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER)))
+        if self.mode == "microbatch":
+            source["maxOffsetsPerTrigger"] = str(
+                conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER))
+            )
         self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer), self._interceptor)
         stream = spark.readStream.format("kafka").options(**source).load()
-        return (
+        writer = (
             stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
             .selectExpr(*sink_projection(flow))
             .writeStream.queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", str(self.checkpoint))
-            .trigger(processingTime=trigger_interval(conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL)))
+        )
+        if self.mode == "realtime":
+            interval = trigger_interval(conf.get(TRIGGER_INTERVAL, DEFAULT_REALTIME_INTERVAL))
+            writer = writer.format("kafka").options(**self._sink).outputMode("update")
+            # pyspark 4.1 has no keyword for it yet; the JVM's RealTimeTrigger is what `realTime=` will set.
+            trigger = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.RealTimeTrigger.create(interval)
+            writer._jwrite = writer._jwrite.trigger(trigger)
+            return writer.start()
+        return (
+            writer.trigger(processingTime=trigger_interval(conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL)))
             .foreachBatch(self._write_batch)
             .start()
         )
@@ -437,6 +510,8 @@ class ReplicationJob:
                 last_batch_phases=batch.phases,
                 offset_syncs=self._offset_syncs_sent(),
             )
+        with self._batch_done:
+            self._batch_done.notify_all()
 
     def _log_batch(self, batch: BatchProgress) -> None:
         log.log(
@@ -459,6 +534,18 @@ def trigger_interval(text: str) -> str:
     if m is None:
         return text
     return f"{m.group(1)} {'milliseconds' if m.group(2) == 'ms' else 'seconds'}"
+
+
+def interval_seconds(text: str) -> float | None:
+    """Seconds of Spark's interval text `N milliseconds|seconds|minutes`; None for any other text."""
+    parts = text.split()
+    units = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}
+    if len(parts) != 2 or parts[1].rstrip("s") not in units:
+        return None
+    try:
+        return float(parts[0]) * units[parts[1].rstrip("s")]
+    except ValueError:
+        return None
 
 
 def _expr(sql: str) -> Any:

@@ -84,15 +84,24 @@ class RemoteTopicKeeper:
     def _missing(self, touched: Mapping[str, int]) -> dict[str, int]:
         return {t: p for t, p in touched.items() if self._ensured.get(t, 0) <= p}
 
-    def refresh(self) -> None:
-        """Read the source's topics and create or grow every remote topic that is missing or too small."""
+    def replicated_partitions(self) -> int:
+        """Partitions of the source topics the flow replicates now (read from the source; creates nothing)."""
+        source, wanted = self._wanted()
+        return sum(source[s].partitions for s in wanted)
+
+    def _wanted(self) -> tuple[dict[str, TopicMeta], dict[str, str]]:
+        """The source's topics, and the replicated ones with their remote names."""
         source = self.source.topics()
         state = ClusterState(
             self.flow.source,
             {n: TopicInfo(n, m.partitions, m.replication_factor) for n, m in source.items()},
             None,
         )
-        wanted = {s: r for s, r in replicated_topics(self.flow, state).items() if s in source}
+        return source, {s: r for s, r in replicated_topics(self.flow, state).items() if s in source}
+
+    def refresh(self) -> None:
+        """Read the source's topics and create or grow every remote topic that is missing or too small."""
+        source, wanted = self._wanted()
         target = self.target.topics()
         new = sorted(s for s, r in wanted.items() if r not in target)
         configs = self.source.explicit_topic_configs(new) if new else {}

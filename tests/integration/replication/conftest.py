@@ -84,9 +84,12 @@ def desired_state(
     source_alias: str,
     target_alias: str,
     include: Sequence[str],
+    master: str = "local[2]",
+    conf: dict[str, str] | None = None,
 ) -> DesiredState:
     """The module's desired state: one flow `repl` replicating the topics `include` matches (regexes)."""
     includes = ", ".join(json.dumps(i) for i in include)
+    spark_conf = json.dumps({"spark.kmirror.triggerInterval": "200 milliseconds", **(conf or {})})
     text = f"""
 version: 1
 clusters:
@@ -95,9 +98,9 @@ clusters:
 state: {{cluster: {target_alias}, topic: _kmirror.state}}
 spark:
   deploy: local
-  master: "local[2]"
+  master: "{master}"
   checkpoint_root: checkpoints
-  conf: {{spark.kmirror.triggerInterval: "200 milliseconds"}}
+  conf: {spark_conf}
 flows:
   - name: repl
     source: {source_alias}

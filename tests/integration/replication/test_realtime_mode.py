@@ -1,0 +1,145 @@
+"""The replication job in real-time mode (`spark.kmirror.mode=realtime`, Spark 4.1), run for real by LocalRunner.
+
+One job serves the module, with a 30 s checkpoint interval: records must land on the target well within it (in
+micro-batch mode with that trigger they would wait for the next batch), with the same fidelity as micro-batch
+mode (keys, values, headers, timestamps, order) and MM2 offset-syncs from the interceptor. A graceful stop waits
+for the running batch to commit; nothing is lost across stop and redeploy, and the duplicates (records the next
+batch had sent before the stop reached it) are counted and printed. A master with fewer task slots than source
+partitions is refused with a clear message before anything is created on the target.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from reconciler.errors import KmirrorError
+from reconciler.replication.runners import LocalRunner
+from tests.conftest import KafkaCluster
+from tests.integration.replication.conftest import (
+    Flow,
+    Rec,
+    SequenceProducer,
+    create_topic,
+    desired_state,
+    end_offsets,
+    read_topic,
+    stop_or_kill,
+    wait_for,
+    wait_replicated,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+INTERVAL_S = 30
+REALTIME = {"spark.kmirror.mode": "realtime", "spark.kmirror.triggerInterval": f"{INTERVAL_S} seconds"}
+
+
+@pytest.fixture(scope="module")
+def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
+    """The module's real-time flow; its topics exist before the deploy (new topics wait for a batch boundary)."""
+    tag = uuid.uuid4().hex[:6]
+    prefix = f"rt{tag}"
+    for suffix in ("warm", "records", "stream"):
+        create_topic(source, f"{prefix}.{suffix}", 2)
+    base = tmp_path_factory.mktemp("realtime")
+    state = desired_state(
+        source,
+        target,
+        base,
+        source_alias=f"s{tag}",
+        target_alias=f"t{tag}",
+        include=[prefix + r"\..*"],
+        master="local[8]",
+        conf=REALTIME,
+    )
+    runner = LocalRunner(base, state.spark, stop_timeout=INTERVAL_S + 60)
+    f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
+    f.deploy()
+    try:
+        yield f
+    finally:
+        stop_or_kill(runner, f.name)
+
+
+def test_records_land_within_the_checkpoint_interval_with_full_fidelity(flow: Flow) -> None:
+    topic = flow.topic("records")
+    producer = Producer(flow.source.config(**{"enable.idempotence": True, "linger.ms": 5}))
+    # A first record, waited for as long as a cold start takes: then the first batch's tasks are reading.
+    producer.produce(flow.topic("warm"), value=b"warm-up", partition=0)
+    assert producer.flush(30) == 0
+    wait_replicated(flow, flow.topic("warm"), {0: 1}, timeout=180)
+    base_ts = int(time.time() * 1000) - 3_600_000
+    expected: dict[int, list[Rec]] = {0: [], 1: []}
+    for seq in range(200):
+        headers = () if seq % 4 == 0 else (("seq", str(seq).encode()), ("dup", b"a"), ("dup", b"b"))
+        key = None if seq % 7 == 0 else f"k{seq}".encode()
+        value = None if seq % 13 == 0 else f"v{seq}".encode()
+        producer.produce(topic, key=key, value=value, headers=list(headers), timestamp=base_ts + seq, partition=seq % 2)
+        expected[seq % 2].append(Rec(key, value, headers, base_ts + seq))
+    assert producer.flush(30) == 0
+    sent = time.monotonic()
+    wait_replicated(flow, topic, {0: 100, 1: 100}, timeout=INTERVAL_S / 2)
+    print(f"real-time mode: 200 records on the target {time.monotonic() - sent:.2f}s after the flush")
+    got = read_topic(flow.target, flow.remote(topic))
+    assert got == expected
+
+    syncs_topic = flow.state.flow(flow.name).policy().offset_syncs_topic(flow.target_alias)
+    admin = AdminClient(flow.source.config())
+
+    def syncs_written() -> int:
+        if syncs_topic not in admin.list_topics(timeout=10).topics:
+            return 0
+        return sum(end_offsets(flow.source, syncs_topic).values())
+
+    wait_for("offset-syncs from the real-time job", syncs_written, timeout=60)
+
+
+def test_graceful_stop_waits_for_the_batch_and_redeploy_loses_nothing(flow: Flow) -> None:
+    topic = flow.topic("stream")
+    with SequenceProducer(flow.source, topic, 2) as seq:
+        time.sleep(5)
+        started = time.monotonic()
+        flow.runner.stop(flow.name)
+        stopped_after = time.monotonic() - started
+        job = flow.runner.job(flow.name)
+        assert job is not None and not job.running
+        assert job.state == "stopped", job.error
+        time.sleep(2)  # records produced while no job runs
+        flow.deploy()
+        time.sleep(3)
+    total, duplicates = seq.check(flow.target, flow.remote(topic))
+    print(f"real-time stop + redeploy: stop took {stopped_after:.1f}s, {total} records, none lost, {duplicates} dups")
+
+
+def test_too_few_task_slots_is_refused_before_anything_is_created(
+    source: KafkaCluster, target: KafkaCluster, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    topic = f"rs{tag}.wide"
+    create_topic(source, topic, 4)
+    state = desired_state(
+        source,
+        target,
+        tmp_path,
+        source_alias=f"s{tag}",
+        target_alias=f"t{tag}",
+        include=[rf"rs{tag}\..*"],
+        master="local[2]",
+        conf=REALTIME,
+    )
+    runner = LocalRunner(tmp_path, state.spark, start_timeout=120)
+    try:
+        with pytest.raises(KmirrorError) as failed:
+            runner.deploy("repl", state.flow_effective_spec("repl"), state.flow_digest("repl"))
+        assert "task slots" in str(failed.value) and "local[2]" in str(failed.value), str(failed.value)
+        remote = state.flow("repl").remote_topic(topic)
+        assert remote not in AdminClient(target.config()).list_topics(timeout=10).topics
+    finally:
+        stop_or_kill(runner, "repl")

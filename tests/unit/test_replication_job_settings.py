@@ -1,0 +1,60 @@
+"""The replication job's Spark settings, read and checked before anything runs (pure functions of job.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.replication.job import (
+    JobSettingError,
+    interval_seconds,
+    job_mode,
+    realtime_slots_error,
+    sink_options,
+    trigger_interval,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(("text", "mode"), [("microbatch", "microbatch"), (" RealTime ", "realtime")])
+def test_mode_is_read_case_and_space_insensitively(text: str, mode: str) -> None:
+    assert job_mode(text) == mode
+
+
+def test_an_unknown_mode_names_the_setting_and_the_choices() -> None:
+    with pytest.raises(JobSettingError, match=r"spark\.kmirror\.mode is 'continuous'.*microbatch, realtime"):
+        job_mode("continuous")
+
+
+def test_realtime_needs_a_slot_per_partition() -> None:
+    assert realtime_slots_error(8, 8, "local[8]") is None
+    assert realtime_slots_error(3, 8, "local[8]") is None
+    problem = realtime_slots_error(13, 2, "local[2]")
+    assert problem is not None
+    assert "13 partitions" in problem and "local[2] has 2 task slots" in problem and "local[13]" in problem
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("10 seconds", 10.0), ("250 milliseconds", 0.25), ("1 minute", 60.0), ("2 minutes", 120.0), ("soon", None)],
+)
+def test_interval_seconds(text: str, seconds: float | None) -> None:
+    assert interval_seconds(text) == seconds
+
+
+def test_short_trigger_forms_become_spark_intervals() -> None:
+    assert trigger_interval("250ms") == "250 milliseconds"
+    assert trigger_interval("2s") == "2 seconds"
+    assert trigger_interval("10 seconds") == "10 seconds"
+    assert interval_seconds(trigger_interval("1.5s")) == 1.5
+
+
+def test_the_flow_producer_cannot_turn_off_idempotence_or_acks_all() -> None:
+    options = sink_options(
+        {"bootstrap.servers": "t:9092"},
+        {"linger.ms": "50", "enable.idempotence": "false", "acks": "1"},
+        {"interceptor.classes": "I"},
+    )
+    assert options["kafka.linger.ms"] == "50"  # the flow's producer settings override the defaults
+    assert options["kafka.enable.idempotence"] == "true" and options["kafka.acks"] == "all"
+    assert options["kafka.interceptor.classes"] == "I"
