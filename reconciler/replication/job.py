@@ -80,6 +80,7 @@ from reconciler.replication.metrics import ReplicationMetrics, progress_position
 from reconciler.replication.progress import OBSERVATION, BatchProgress, batch_from_progress, observed_columns
 from reconciler.replication.remote_topics import RemoteTopicKeeper
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
+from reconciler.spec.defaults import JOB_MODES
 from reconciler.spec.models import FlowSpec
 from reconciler.spec.secrets import SecretRef
 
@@ -91,7 +92,7 @@ TRIGGER_INTERVAL = "spark.kmirror.triggerInterval"
 METRICS_PORT = "spark.kmirror.metricsPort"
 METRICS_ADDRESS = "spark.kmirror.metricsAddress"
 MODE = "spark.kmirror.mode"
-MODES = ("microbatch", "realtime")
+MODES = JOB_MODES
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
 #: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.

@@ -37,3 +37,6 @@ MM2_REPLICATION_FACTOR = 2
 """MM2 creates remote topics with replication factor 2 unless told otherwise; kmirror defaults to the broker's."""
 
 DEFAULT_STATE_TOPIC = "_kmirror.state"
+
+JOB_MODES = ("microbatch", "realtime")
+"""Values of the Spark setting `spark.kmirror.mode`: Spark micro-batches, or Spark 4.1's real-time mode."""

@@ -112,6 +112,12 @@ class SparkSpec(SpecModel):
             raise ValueError(f"deploy 'local' needs master 'local[N]', got {self.master!r}")
         if self.deploy == "standalone" and not self.master.startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
+        mode = self.conf.get("spark.kmirror.mode")
+        if mode is not None and str(mode).strip().lower() not in defaults.JOB_MODES:
+            raise ValueError(
+                f"conf spark.kmirror.mode is {mode!r}; use one of {', '.join(defaults.JOB_MODES)} "
+                "(realtime needs a task slot per replicated partition)"
+            )
         return self
 
 

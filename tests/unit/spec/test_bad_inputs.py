@@ -225,6 +225,12 @@ CASES: list[tuple[str, str, int, str]] = [
         6,
         "needs rest_url",
     ),
+    (
+        "spark-mode-unknown",
+        HEAD.replace("flows:", "spark: {conf: {spark.kmirror.mode: continuous}}\nflows:"),
+        6,
+        "spark.kmirror.mode is 'continuous'; use one of microbatch, realtime",
+    ),
     ("clusters-empty", "version: 1\nclusters: {}\nstate: {cluster: a}\n", 2, "must not be empty"),
     (
         "identity-cycle",
