@@ -96,7 +96,7 @@ MODES = JOB_MODES
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
 #: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.
-DEFAULT_MAX_OFFSETS_PER_TRIGGER = 250_000
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 #: Real-time mode's checkpoint interval: offsets committed, metrics and status updated, new topics seen.
 DEFAULT_REALTIME_INTERVAL = "10 seconds"
