@@ -356,10 +356,15 @@ class ReplicationJob:
             if problem is not None:
                 raise JobSettingError(problem)
 
+    def _interval(self) -> str:
+        """`triggerInterval` as Spark's interval text: the micro-batch trigger, or real-time mode's checkpoint
+        interval (each mode has its own default)."""
+        default = DEFAULT_REALTIME_INTERVAL if self.mode == "realtime" else DEFAULT_TRIGGER_INTERVAL
+        return trigger_interval(str(self._spark.conf.get(TRIGGER_INTERVAL, default)))
+
     def _await_next_batch(self, query: Any) -> None:
         """Real-time mode: wait until the running batch commits (at most its interval and a minute more)."""
-        interval = trigger_interval(str(self._spark.conf.get(TRIGGER_INTERVAL, DEFAULT_REALTIME_INTERVAL)))
-        deadline = time.monotonic() + (interval_seconds(interval) or 300.0) + 60
+        deadline = time.monotonic() + (interval_seconds(self._interval()) or 300.0) + 60
         with self._batch_done:
             seen = self.batches
             while self.batches == seen and query.isActive and time.monotonic() < deadline:
@@ -465,17 +470,14 @@ class ReplicationJob:
             .option("checkpointLocation", str(self.checkpoint))
         )
         if self.mode == "realtime":
-            interval = trigger_interval(conf.get(TRIGGER_INTERVAL, DEFAULT_REALTIME_INTERVAL))
             writer = writer.format("kafka").options(**self._sink).outputMode("update")
             # pyspark 4.1 has no keyword for it yet; the JVM's RealTimeTrigger is what `realTime=` will set.
-            trigger = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.RealTimeTrigger.create(interval)
-            writer._jwrite = writer._jwrite.trigger(trigger)
+            jvm = spark.sparkContext._jvm
+            writer._jwrite = writer._jwrite.trigger(
+                jvm.org.apache.spark.sql.execution.streaming.RealTimeTrigger.create(self._interval())
+            )
             return writer.start()
-        return (
-            writer.trigger(processingTime=trigger_interval(conf.get(TRIGGER_INTERVAL, DEFAULT_TRIGGER_INTERVAL)))
-            .foreachBatch(self._write_batch)
-            .start()
-        )
+        return writer.trigger(processingTime=self._interval()).foreachBatch(self._write_batch).start()
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         """One micro-batch, written by Spark's Kafka writer in one pass; refused once a stop was requested."""
