@@ -7,8 +7,10 @@
 - a daemon thread sends this process SIGTERM once STOP exists: the job's documented graceful stop (finish the
   batch in flight, stop the query, exit 0). The REST kill endpoint cannot do that: it destroys the driver JVM,
   and PythonRunner neither forwards the signal nor stops its Python child;
-- the same thread exits the process at once when its parent (the driver JVM) is gone, so a killed driver
-  leaves no orphaned Python job behind.
+- a killed driver leaves no orphaned Python job behind: the kernel sends this process SIGKILL when its
+  parent (the driver JVM's thread that started it, PythonRunner's, which waits for it) dies
+  (PR_SET_PDEATHSIG, Linux), and the same watcher thread exits the process when its parent has changed (the
+  fallback elsewhere; a thread cannot do it once the interpreter is shutting down, the kernel can).
 
 Must not: hold replication logic; everything else is `reconciler.replication.job.main`.
 """
@@ -16,6 +18,7 @@ Must not: hold replication logic; everything else is `reconciler.replication.job
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
 import sys
@@ -25,6 +28,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 POLL_SECONDS = 0.5
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> bool:
+    """Ask the kernel for SIGKILL when the parent dies (Linux); whether it was set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
 
 
 def watch(stop_file: Path, parent: int) -> None:
@@ -50,8 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    parent = os.getppid()
+    die_with_parent()
     threading.Thread(
-        target=watch, args=(args.kmirror_stop_file, os.getppid()), name="kmirror-stop-watch", daemon=True
+        target=watch, args=(args.kmirror_stop_file, parent), name="kmirror-stop-watch", daemon=True
     ).start()
     from reconciler.replication.job import main as job_main
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -163,3 +165,42 @@ def test_the_wrapper_signals_itself_once_the_stop_file_appears(tmp_path: Path, m
         assert got == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_python_job_dies_with_its_parent_even_when_no_thread_of_it_runs(tmp_path: Path) -> None:
+    """The driver JVM killed with SIGKILL: the kernel kills its Python child (PR_SET_PDEATHSIG), with no help
+    from the child's own threads (here it runs none; a shutting-down interpreter runs none either)."""
+    child = (
+        "import sys, time; from reconciler.replication.standalone_entry import die_with_parent; "
+        "ok = die_with_parent(); print(ok, flush=True); time.sleep(120)"
+    )
+    parent = (
+        f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
+        "print(p.pid, flush=True); time.sleep(120)"
+    )
+    root = Path(standalone_entry.__file__).resolve().parents[2]
+    jvm = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True, cwd=root)
+    assert jvm.stdout is not None
+    pid = int(jvm.stdout.readline())
+    try:
+        assert jvm.stdout.readline().strip() == "True"  # the child asked for it and runs
+        assert Path(f"/proc/{pid}").exists()
+        jvm.kill()
+        jvm.wait()
+        deadline = time.monotonic() + 5
+        while (state := _state(pid)) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state is None, f"the child outlived its killed parent: {state}"
+    finally:
+        jvm.kill()
+        if _state(pid) is not None:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter, None once it is gone or a zombie (exited, not reaped by its new parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return None
+    return None if state == "Z" else state
