@@ -102,6 +102,22 @@ def tree_cpu(roots: Sequence[int]) -> float:
     return total
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of a process's live threads, by thread name without its trailing number (e.g.
+    `data-plane-kafka-request-handler-`, `C2 CompilerThread`, `G1 Conc#`): which part of a broker works."""
+    groups: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(f"/proc/{pid}/task"):
+            try:
+                stat = Path(f"/proc/{pid}/task/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"\d+$", "", stat[stat.index("(") + 1 : stat.rindex(")")])
+            fields = stat.rpartition(")")[2].split()
+            groups[name] = groups.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return groups
+
+
 def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 1800) -> tuple[str, float]:
     """Run a command to its end: (stdout, CPU seconds of it and its children, from wait4's rusage)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -405,7 +421,18 @@ def measure_latency(
         "received_on_target": len(on_target.samples),
         "target": percentiles(on_target.samples, since),
         "source_only": percentiles(on_source.samples, since),
+        "target_max_ms_per_second": max_per_second(on_target.samples, since),
     }
+
+
+def max_per_second(samples: list[tuple[int, float]], since_ms: float) -> list[float]:
+    """The worst latency of the records created in each second of the run: where the stalls are, and how often."""
+    worst: dict[int, float] = {}
+    for created, latency in samples:
+        if created >= since_ms:
+            second = int((created - since_ms) // 1000)
+            worst[second] = max(worst.get(second, 0.0), latency)
+    return [round(worst.get(i, 0.0)) for i in range(max(worst, default=-1) + 1)]
 
 
 # -- replicator runs --------------------------------------------------------------------------------------------
@@ -458,6 +485,19 @@ def watch_copy(
         time.sleep(0.2)
 
 
+#: The steady-state rate is measured from when this share of the records is on the target to the last one:
+#: after the JVMs' JIT warm-up and the first batch, as a long-running replicator spends its life.
+STEADY_FROM = 0.25
+
+
+def steady_rate(curve: Sequence[tuple[float, int]], expected: int) -> int | None:
+    """Records/s from the first curve point with >= STEADY_FROM of `expected` copied to the last point."""
+    start = next(((t, n) for t, n in curve if n >= STEADY_FROM * expected), None)
+    if start is None or curve[-1][0] <= start[0]:
+        return None
+    return round((curve[-1][1] - start[1]) / (curve[-1][0] - start[0]))
+
+
 def summarise(
     timing: CopyTiming, expected: int, size: int, cpu: dict[str, float], cpu_at_first: dict[str, float]
 ) -> dict[str, Any]:
@@ -477,6 +517,7 @@ def summarise(
         "mb_per_s": round(rate * size / 1e6, 1),
         "records_per_s_from_first_record": round(expected / after_first) if after_first > 0 else None,
         "records_per_s_incl_startup": round(expected / (timing.done - timing.started)),
+        "records_per_s_steady": steady_rate(timing.curve, expected),
         "cpu_s_copy_window": window_cpu,
         "cpu_s_per_m_records": {k: round(v * per_m, 1) for k, v in window_cpu.items()},
         "cpu_s_per_m_records_all": round(sum(window_cpu.values()) * per_m, 1),
@@ -485,12 +526,31 @@ def summarise(
     }
 
 
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave other guests while this machine's vCPUs wanted to run (/proc/stat, all CPUs)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return int(fields[8]) / CLK_TCK if len(fields) > 8 else 0.0
+
+
 def cpu_snapshot(replicator_pids: Sequence[int], source: Cluster, target: Cluster) -> dict[str, float]:
     return {
         "replicator": tree_cpu(replicator_pids),
         "source_broker": tree_cpu([source.pid]),
         "target_broker": tree_cpu([target.pid]),
     }
+
+
+def broker_threads(source: Cluster, target: Cluster) -> dict[str, dict[str, float]]:
+    return {"source_broker": thread_cpu(source.pid), "target_broker": thread_cpu(target.pid)}
+
+
+def thread_delta(after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Per broker, the thread groups that used >= 0.5 CPU s between two `broker_threads` snapshots, busiest first."""
+    out: dict[str, Any] = {}
+    for broker, groups in after.items():
+        used = {k: round(v - before.get(broker, {}).get(k, 0.0), 1) for k, v in groups.items()}
+        out[broker] = dict(sorted(((k, v) for k, v in used.items() if v >= 0.5), key=lambda kv: -kv[1]))
+    return out
 
 
 def mm2_properties(source: Cluster, target: Cluster, args: argparse.Namespace) -> str:
@@ -576,15 +636,20 @@ def run_mm2(
     proc = start_mm2(work, source, target, args)
     try:
         at_first: dict[str, float] = {}
+        threads: dict[str, dict[str, float]] = {}
         timing = watch_copy(
             target,
             remotes,
             args.records,
             args.phase_timeout,
-            lambda: at_first.update(cpu_snapshot([proc.pid], source, target)),
+            lambda: (
+                at_first.update(cpu_snapshot([proc.pid], source, target)),
+                threads.update(broker_threads(source, target)),
+            ),
         )
         cpu = cpu_snapshot([proc.pid], source, target)
         result = summarise(timing, args.records, args.record_size, cpu, at_first)
+        result["broker_threads_copy_window"] = thread_delta(broker_threads(source, target), threads)
         result["config"] = {"tasks.max": args.mm2_tasks, "heap": args.mm2_heap, "extra": args.mm2_prop}
         result["loadavg_after_copy"] = os.getloadavg()
         if args.latency_seconds > 0:
@@ -684,6 +749,7 @@ def run_kmirror(
     started = time.monotonic()
     pids: list[int] = []
     at_first: dict[str, float] = {}
+    threads: dict[str, dict[str, float]] = {}
     result: dict[str, Any] = {}
     try:
         # deploy returns once the query runs; records may already be landing, so watch from a thread-free
@@ -697,7 +763,10 @@ def run_kmirror(
             remotes,
             args.records,
             args.phase_timeout,
-            lambda: at_first.update(cpu_snapshot(pids, source, target)),
+            lambda: (
+                at_first.update(cpu_snapshot(pids, source, target)),
+                threads.update(broker_threads(source, target)),
+            ),
             # The query is running: its first batch plans and warms up before the first record lands, so the
             # copy window starts now (leaving that out would flatter kmirror).
             window_now=True,
@@ -708,6 +777,7 @@ def run_kmirror(
         timing.started = started
         cpu = cpu_snapshot(pids, source, target)
         result.update(summarise(timing, args.records, args.record_size, cpu, at_first))
+        result["broker_threads_copy_window"] = thread_delta(broker_threads(source, target), threads)
         result["config"] = {
             "variant": variant.name,
             "spark.master": variant.master or args.spark_master,
@@ -812,6 +882,9 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if km and mm:
         out["throughput_kmirror_over_mm2"] = ratio(km["records_per_s"], mm["records_per_s"])
+        out["throughput_steady_kmirror_over_mm2"] = ratio(
+            km.get("records_per_s_steady"), mm.get("records_per_s_steady")
+        )
         out["cpu_per_record_kmirror_over_mm2_all"] = ratio(km["cpu_s_per_m_records_all"], mm["cpu_s_per_m_records_all"])
         out["cpu_per_record_kmirror_over_mm2_replicator"] = ratio(
             km["cpu_s_per_m_records"]["replicator"], mm["cpu_s_per_m_records"]["replicator"]
@@ -844,25 +917,27 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
 
 def table(doc: dict[str, Any]) -> str:
     r = doc["results"]
-    rows = [("", "records/s", "MB/s", "CPU s/M rec (all)", "CPU s/M rec (replicator)", "p50 ms", "p99 ms")]
+    rows = [("", "records/s", "steady", "MB/s", "CPU s/M rec (all)", "CPU s/M rec (replicator)", "p50 ms", "p99 ms")]
     if "ceiling" in r:
         p, c = r["ceiling"]["perf_tools"], r["ceiling"]["copy_loop"]
-        rows.append(("ceiling: perf tools", f"{p['records_per_s']:,}", f"{p['mb_per_s']}",
+        rows.append(("ceiling: perf tools", f"{p['records_per_s']:,}", "-", f"{p['mb_per_s']}",
                      f"{p['cpu_s_per_m_records_all']}", "-", "-", "-"))  # fmt: skip
         loop_cpu = round(c["cpu_s"]["copy_loop"] * 1e6 / doc["conditions"]["records"], 1)
-        rows.append(("ceiling: librdkafka copy loop", f"{c['records_per_s']:,}", f"{c['mb_per_s']}",
+        rows.append(("ceiling: librdkafka copy loop", f"{c['records_per_s']:,}", "-", f"{c['mb_per_s']}",
                      f"{c['cpu_s_per_m_records_all']}", f"{loop_cpu}", "-", "-"))  # fmt: skip
     runs = [(name, r[name]) for name in ("mm2", "kmirror") if name in r]
     runs += [(f"kmirror [{k}]", v) for k, v in r.get("kmirror_variants", {}).items()]
     for name, x in runs:
         lat = x.get("latency", {}).get("target", {})
-        rows.append((name, f"{x['records_per_s']:,}", f"{x['mb_per_s']}", f"{x['cpu_s_per_m_records_all']}",
+        steady = x.get("records_per_s_steady")
+        rows.append((name, f"{x['records_per_s']:,}", f"{steady:,}" if steady else "-", f"{x['mb_per_s']}",
+                     f"{x['cpu_s_per_m_records_all']}",
                      f"{x['cpu_s_per_m_records']['replicator']}", str(lat.get("p50_ms", "-")),
                      str(lat.get("p99_ms", "-"))))  # fmt: skip
     for name, x in runs:
         if "latency" in x:
             src = x["latency"]["source_only"]
-            rows.append((f"  (source only, during {name})", "-", "-", "-", "-", str(src.get("p50_ms")),
+            rows.append((f"  (source only, during {name})", "-", "-", "-", "-", "-", str(src.get("p50_ms")),
                          str(src.get("p99_ms"))))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
@@ -995,6 +1070,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rerender:
         doc: dict[str, Any] = json.loads(args.rerender.read_text())
+        runs = [doc["results"].get(k) for k in ("mm2", "kmirror")] + [
+            *doc["results"].get("kmirror_variants", {}).values()
+        ]
+        for run in runs:
+            if run and "curve" in run:  # reports written before the steady-state rate was added
+                run.setdefault("records_per_s_steady", steady_rate(run["curve"], run["records"]))
         doc["ratios"] = ratios(doc["results"])
         if args.plan_scale.is_file():
             doc["plan_scale"] = json.loads(args.plan_scale.read_text())
@@ -1021,6 +1102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
             "loadavg_start": os.getloadavg(),
+            "steal_s_at_start": steal_seconds(),
             "python": platform.python_version(),
             "kafka_source": KAFKA_SOURCE_VERSION,
             "kafka_target": KAFKA_TARGET_VERSION,
@@ -1073,6 +1155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"kmirror {variant.name}: {result['records_per_s']:,} records/s")
     finally:
         doc["conditions"]["loadavg_end"] = os.getloadavg()
+        doc["conditions"]["steal_s"] = round(steal_seconds() - doc["conditions"].pop("steal_s_at_start"), 1)
         doc["conditions"]["total_seconds"] = round(time.monotonic() - t0)
         doc["ratios"] = ratios(doc["results"])
         if args.plan_scale.is_file():
