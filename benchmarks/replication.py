@@ -661,13 +661,14 @@ def run_mm2(
 
 @dataclass(frozen=True)
 class Variant:
-    """One configuration of the kmirror job: its Spark settings and its flow's producer properties."""
+    """One configuration of the kmirror job: its Spark settings and its flow's producer and consumer properties."""
 
     name: str
     conf: dict[str, str]
     producer: dict[str, str]
     index: int = 0
     master: str | None = None  # spark.master of this variant (real-time mode needs a slot per partition)
+    consumer: dict[str, str] = field(default_factory=dict)  # the flow's replication.consumer
 
     @property
     def aliases(self) -> tuple[str, str]:
@@ -683,7 +684,8 @@ def parse_variants(args: argparse.Namespace) -> list[Variant]:
     """The main run (--kmirror-conf/--kmirror-producer) and each --variant 'NAME key=value ...'.
 
     A variant's settings are added to the main run's; keys starting with `producer.` go to the flow's
-    `replication.producer`, `master` is the variant's `spark.master`, the others go to `spark.conf`.
+    `replication.producer`, `consumer.` to its `replication.consumer`, `master` is the variant's
+    `spark.master`, the others go to `spark.conf`.
     """
     conf = {"spark.kmirror.triggerInterval": "200 milliseconds"}
     conf.update(dict(c.split("=", 1) for c in args.kmirror_conf))
@@ -693,9 +695,10 @@ def parse_variants(args: argparse.Namespace) -> list[Variant]:
         name, *items = text.split()
         pairs = dict(item.split("=", 1) for item in items)
         extra_producer = {k.removeprefix("producer."): v for k, v in pairs.items() if k.startswith("producer.")}
+        consumer = {k.removeprefix("consumer."): v for k, v in pairs.items() if k.startswith("consumer.")}
         master = pairs.pop("master", None)
-        extra_conf = {k: v for k, v in pairs.items() if not k.startswith("producer.")}
-        out.append(Variant(name, {**conf, **extra_conf}, {**producer, **extra_producer}, i, master))
+        extra_conf = {k: v for k, v in pairs.items() if not k.startswith(("producer.", "consumer."))}
+        out.append(Variant(name, {**conf, **extra_conf}, {**producer, **extra_producer}, i, master, consumer))
     return out
 
 
@@ -721,7 +724,7 @@ flows:
     source: {s}
     target: {t}
     topics: {{include: ["{DATA_PATTERN}", "{variant.latency_topic.replace(".", "[.]")}"]}}
-    replication: {{start_from: earliest, producer: {producer_text}}}
+    replication: {{start_from: earliest, producer: {producer_text}, consumer: {json.dumps(variant.consumer)}}}
     offsets: {{offset_lag_max: 100}}
     heartbeats: {{enabled: true, interval: 1s}}
 """
@@ -783,6 +786,7 @@ def run_kmirror(
             "spark.master": variant.master or args.spark_master,
             "spark.conf": dict(state.spark.conf),
             "producer": dict(flow.replication.producer),
+            "consumer": dict(flow.replication.consumer),
             "job_folder": str(runner.jobs_dir / "bench"),
         }
         result["loadavg_after_copy"] = os.getloadavg()

@@ -10,8 +10,10 @@ from reconciler.replication.job import (
     job_mode,
     realtime_slots_error,
     sink_options,
+    source_options,
     trigger_interval,
 )
+from reconciler.spec.loader import load_text
 
 pytestmark = pytest.mark.unit
 
@@ -58,3 +60,24 @@ def test_the_flow_producer_cannot_turn_off_idempotence_or_acks_all() -> None:
     assert options["kafka.linger.ms"] == "50"  # the flow's producer settings override the defaults
     assert options["kafka.enable.idempotence"] == "true" and options["kafka.acks"] == "all"
     assert options["kafka.interceptor.classes"] == "I"
+
+
+FLOW = """
+version: 1
+clusters: {a: {bootstrap_servers: "a:9092"}, b: {bootstrap_servers: "b:9092"}}
+state: {cluster: b}
+flows: [{name: f, source: a, target: b, topics: {include: ["orders"]}, replication: {consumer: CONSUMER}}]
+"""
+
+
+@pytest.mark.parametrize(("mode", "wait"), [("microbatch", None), ("realtime", "10")])
+def test_realtime_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(
+    mode: str, wait: str | None
+) -> None:
+    flow = load_text(FLOW.replace("CONSUMER", "{}")).state.flow("f")
+    options = source_options(flow, {"bootstrap.servers": "a:9092"}, {}, mode)
+    assert options.get("kafka.fetch.max.wait.ms") == wait
+    assert options["kafka.bootstrap.servers"] == "a:9092" and options["subscribePattern"]
+    own = load_text(FLOW.replace("CONSUMER", '{"fetch.max.wait.ms": "100"}')).state.flow("f")
+    options = source_options(own, {}, dict(own.replication.consumer), mode)
+    assert options["kafka.fetch.max.wait.ms"] == "100"  # the flow's consumer settings win in both modes
