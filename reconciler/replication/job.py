@@ -216,7 +216,6 @@ class ReplicationJob:
         self.metrics = ReplicationMetrics(spec.flow.source, spec.flow.target)
         self._spark: Any = None
         self.mode = "microbatch"
-        self._batch_done = threading.Condition()
 
     # -- clients (secrets resolved here, kept in memory only) -----------------------------------------------
     def _client(self, alias: str) -> dict[str, Any]:
@@ -372,12 +371,16 @@ class ReplicationJob:
         return trigger_interval(str(self._spark.conf.get(TRIGGER_INTERVAL, default)))
 
     def _await_next_batch(self, query: Any) -> None:
-        """Real-time mode: wait until the running batch commits (at most its interval and a minute more)."""
+        """Real-time mode: wait until the running batch commits (at most its interval and a minute more).
+
+        The next batch starts right after, and what it sends before `stop()` reaches it is sent again on the
+        next start, so the end is read from the JVM every 20 ms (the query's last progress, two py4j calls):
+        the Python listener's event comes seconds later on a busy machine (pyspark converts the whole
+        progress, call by call), and not at all for a batch without records."""
         deadline = time.monotonic() + (interval_seconds(self._interval()) or 300.0) + 60
-        with self._batch_done:
-            seen = self.batches
-            while self.batches == seen and query.isActive and time.monotonic() < deadline:
-                self._batch_done.wait(0.05)
+        seen = last_batch_id(query)
+        while last_batch_id(query) == seen and query.isActive and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _serve_metrics(self, spark: Any) -> None:
         port = int(spark.conf.get(METRICS_PORT, "0"))
@@ -522,8 +525,6 @@ class ReplicationJob:
                 last_batch_phases=batch.phases,
                 offset_syncs=self._offset_syncs_sent(),
             )
-        with self._batch_done:
-            self._batch_done.notify_all()
 
     def _log_batch(self, batch: BatchProgress) -> None:
         log.log(
@@ -558,6 +559,12 @@ def interval_seconds(text: str) -> float | None:
         return float(parts[0]) * units[parts[1].rstrip("s")]
     except ValueError:
         return None
+
+
+def last_batch_id(query: Any) -> int:
+    """The id of the query's last finished batch (-1 before the first), from the JVM's StreamingQuery."""
+    last = query._jsq.lastProgress()
+    return -1 if last is None else int(last.batchId())
 
 
 def _expr(sql: str) -> Any:
