@@ -81,6 +81,7 @@ from reconciler.replication.progress import OBSERVATION, BatchProgress, batch_fr
 from reconciler.replication.remote_topics import RemoteTopicKeeper
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
 from reconciler.spec.defaults import JOB_MODES
+from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
 from reconciler.spec.secrets import SecretRef
 
@@ -536,29 +537,6 @@ class ReplicationJob:
             batch.duration_ms / 1000,
             batch.phases,
         )
-
-
-_SHORT_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
-
-
-def trigger_interval(text: str) -> str:
-    """Spark's interval text, also from the short forms `250ms` and `2s`; anything else is passed on as is."""
-    m = _SHORT_INTERVAL.match(text)
-    if m is None:
-        return text
-    return f"{m.group(1)} {'milliseconds' if m.group(2) == 'ms' else 'seconds'}"
-
-
-def interval_seconds(text: str) -> float | None:
-    """Seconds of Spark's interval text `N milliseconds|seconds|minutes`; None for any other text."""
-    parts = text.split()
-    units = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}
-    if len(parts) != 2 or parts[1].rstrip("s") not in units:
-        return None
-    try:
-        return float(parts[0]) * units[parts[1].rstrip("s")]
-    except ValueError:
-        return None
 
 
 def last_batch_id(query: Any) -> int:

@@ -40,3 +40,6 @@ DEFAULT_STATE_TOPIC = "_kmirror.state"
 
 JOB_MODES = ("microbatch", "realtime")
 """Values of the Spark setting `spark.kmirror.mode`: Spark micro-batches, or Spark 4.1's real-time mode."""
+
+REALTIME_MIN_INTERVAL_SECONDS = 5.0
+"""Spark's `spark.sql.streaming.realTimeMode.minBatchDuration` default: real-time mode's shortest interval."""

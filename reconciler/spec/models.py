@@ -29,6 +29,7 @@ from reconciler.policy.filters import (
 from reconciler.policy.naming import ReplicationPolicy, template_problems
 from reconciler.spec import defaults
 from reconciler.spec.durations import Duration
+from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.secrets import ConfigValue
 
 TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
@@ -118,6 +119,19 @@ class SparkSpec(SpecModel):
                 f"conf spark.kmirror.mode is {mode!r}; use one of {', '.join(defaults.JOB_MODES)} "
                 "(realtime needs a task slot per replicated partition)"
             )
+        interval = self.conf.get("spark.kmirror.triggerInterval")
+        if (
+            str(mode).strip().lower() == "realtime"
+            and interval is not None
+            and "spark.sql.streaming.realTimeMode.minBatchDuration" not in self.conf
+        ):
+            seconds = interval_seconds(trigger_interval(str(interval)))
+            if seconds is not None and seconds < defaults.REALTIME_MIN_INTERVAL_SECONDS:
+                raise ValueError(
+                    f"conf spark.kmirror.triggerInterval is {interval!r}: in real-time mode it is the checkpoint "
+                    f"interval, at least {defaults.REALTIME_MIN_INTERVAL_SECONDS:.0f} seconds "
+                    "(Spark's spark.sql.streaming.realTimeMode.minBatchDuration); e.g. '10 seconds'"
+                )
         return self
 
 

@@ -6,13 +6,12 @@ import pytest
 
 from reconciler.replication.job import (
     JobSettingError,
-    interval_seconds,
     job_mode,
     realtime_slots_error,
     sink_options,
     source_options,
-    trigger_interval,
 )
+from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.loader import load_text
 
 pytestmark = pytest.mark.unit
@@ -71,9 +70,7 @@ flows: [{name: f, source: a, target: b, topics: {include: ["orders"]}, replicati
 
 
 @pytest.mark.parametrize(("mode", "wait"), [("microbatch", None), ("realtime", "10")])
-def test_realtime_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(
-    mode: str, wait: str | None
-) -> None:
+def test_realtime_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(mode: str, wait: str | None) -> None:
     flow = load_text(FLOW.replace("CONSUMER", "{}")).state.flow("f")
     options = source_options(flow, {"bootstrap.servers": "a:9092"}, {}, mode)
     assert options.get("kafka.fetch.max.wait.ms") == wait

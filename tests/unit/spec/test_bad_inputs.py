@@ -231,6 +231,14 @@ CASES: list[tuple[str, str, int, str]] = [
         6,
         "spark.kmirror.mode is 'continuous'; use one of microbatch, realtime",
     ),
+    (
+        "spark-realtime-interval-too-short",
+        HEAD.replace(
+            "flows:", "spark: {conf: {spark.kmirror.mode: realtime, spark.kmirror.triggerInterval: 200ms}}\nflows:"
+        ),
+        6,
+        "spark.kmirror.triggerInterval is '200ms': in real-time mode it is the checkpoint interval, at least 5 seconds",
+    ),
     ("clusters-empty", "version: 1\nclusters: {}\nstate: {cluster: a}\n", 2, "must not be empty"),
     (
         "identity-cycle",
