@@ -75,11 +75,14 @@ def read_live_state(
     def phase2(name: str) -> ClusterState:
         admin = admins[name]
         configs = admin.explicit_topic_configs(describe[name])
-        holding = _topics_with_records(admin, bare[name], unowned_targets[name])
-        topics = {
-            t: replace(
-                info, configs=configs.get(t, {}), has_records=(t in holding) if t in unowned_targets[name] else None
-            )
+        unowned = unowned_targets[name]
+        holding = _topics_with_records(admin, bare[name], unowned)
+
+        def has_records(topic: str) -> bool | None:
+            return (topic in holding) if topic in unowned else None
+
+        topics = {  # built directly: dataclasses.replace() costs ~3 us a topic
+            t: TopicInfo(t, info.partitions, info.replication_factor, configs.get(t, {}), has_records(t))
             for t, info in bare[name].topics.items()
         }
         acls = admin.acls() if name in read_acls else None

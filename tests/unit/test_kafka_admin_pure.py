@@ -1,10 +1,13 @@
-"""Pure parts of the admin adapter: how batched requests are cut."""
+"""Pure parts of the admin adapter: how batched requests are cut, and the collector's pause during bulk reads."""
 
 from __future__ import annotations
 
+import gc
+import threading
+
 import pytest
 
-from reconciler.adapters.kafka_admin import PARTITIONS_PER_REQUEST, _by_partitions
+from reconciler.adapters.kafka_admin import PARTITIONS_PER_REQUEST, _by_partitions, _GcPause
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +42,43 @@ def test_apply_writes_each_partition_with_the_metadata_its_plan_row_carries() ->
     }
     assert write_group_offsets(Admin(), form).ok  # type: ignore[arg-type]
     assert calls == [("app", {("src.orders", 0): 91, ("src.orders", 1): 7}, {("src.orders", 0): "tx-42"})]
+
+
+def test_the_collector_resumes_after_the_last_overlapping_bulk_read_and_only_if_it_ran_before() -> None:
+    paused = _GcPause()
+    assert gc.isenabled()
+    try:
+        first, second = paused(), paused()
+        first.__enter__()
+        second.__enter__()  # another cluster's read, in another thread in real use
+        first.__exit__(None, None, None)
+        assert not gc.isenabled()  # the second read still converts its answer
+        second.__exit__(None, None, None)
+        assert gc.isenabled()
+
+        with pytest.raises(RuntimeError), paused():
+            raise RuntimeError("the cluster did not answer")
+        assert gc.isenabled()
+
+        gc.disable()  # the caller's own choice is kept
+        with paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_collector_pause_is_safe_across_threads() -> None:
+    paused = _GcPause()
+    barrier = threading.Barrier(8)
+
+    def read() -> None:
+        with paused():
+            barrier.wait(timeout=10)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert gc.isenabled()
