@@ -87,17 +87,21 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
     leases: dict[str, float] = {}
     raw_claims: dict[str, tuple[int, dict[str, Any]]] = {}
     parts: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    # A resource's value is parsed only once its latest record is known: every apply writes each resource at least
+    # twice (pending, then applied), and compaction leaves the active segment alone, so most are superseded.
+    resources: dict[str, bytes] = {}
     for key, value, offset in records:
         snap.end_offset = offset + 1
+        if key.startswith(RESOURCE):
+            address = key[len(RESOURCE) :]
+            if value is None:
+                resources.pop(address, None)
+            else:
+                resources[address] = value
+            continue
         doc = None if value is None else json.loads(value)
         if key == META and doc is not None:
             snap.lineage, snap.serial = doc["lineage"], int(doc["serial"])
-        elif key.startswith(RESOURCE):
-            address = key[len(RESOURCE) :]
-            if doc is None:
-                snap.resources.pop(address, None)
-            else:
-                snap.resources[address] = doc
         elif key.startswith(HISTORY) and doc is not None:
             serial, _, part = key[len(HISTORY) :].partition("/")
             if part:
@@ -116,6 +120,7 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
                 leases.pop(claim_id, None)
             else:
                 leases[claim_id] = float(doc["lease_until"])
+    snap.resources = {address: json.loads(value) for address, value in resources.items()}
     for key, doc in snap.history.items():
         doc["changes"] = [c for _, chunk in sorted(parts.get(key, {}).items()) for c in chunk]
     for claim_id, (offset, doc) in raw_claims.items():

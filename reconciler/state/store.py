@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.kafka_admin import KafkaAdmin, unreachable
 from reconciler.errors import KmirrorError
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
@@ -62,13 +62,8 @@ class StateStore:
         self._config = dict(config)
 
     # -- reading ----------------------------------------------------------------------------------------------
-    def exists(self) -> bool:
-        return self.topic in KafkaAdmin(self.cluster, self._config, self.timeout).topics()
-
     def read(self) -> StateSnapshot:
         """The folded state; an absent topic is an empty state (nothing applied yet)."""
-        if not self.exists():
-            return StateSnapshot()
         consumer = Consumer(
             {
                 **self._config,
@@ -77,10 +72,16 @@ class StateStore:
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
+                # The end is known from an empty fetch, which the broker would hold for 500 ms by default.
+                "fetch.wait.max.ms": 10,
+                # Asking for the state topic's metadata must never create it (uncompacted).
+                "allow.auto.create.topics": False,
                 "log_level": 0,
             }
         )
         try:
+            if not self._exists(consumer):
+                return StateSnapshot()
             low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self.timeout)
             records: list[tuple[str, bytes | None, int]] = []
             if high > low:
@@ -110,6 +111,15 @@ class StateStore:
             return fold(records)
         finally:
             consumer.close()
+
+    def _exists(self, consumer: Consumer) -> bool:
+        """Whether the state topic exists, from a metadata request for it alone (not the cluster's every topic)."""
+        try:
+            topic = consumer.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
+        except KafkaException as exc:
+            bootstrap = str(self._config.get("bootstrap.servers", "?"))
+            raise unreachable(self.cluster, bootstrap, self.timeout, exc) from exc
+        return topic is not None and not (topic.error is not None and not topic.partitions)
 
     # -- writing ----------------------------------------------------------------------------------------------
     def ensure_topic(self) -> None:

@@ -62,3 +62,20 @@ def test_lock_claims_keep_their_first_offset_and_latest_lease() -> None:
     )
     assert list(snap.claims) == ["x"]
     assert snap.claims["x"].offset == 0 and snap.claims["x"].lease_until == 99
+
+
+def test_only_a_resources_latest_value_is_parsed_and_its_place_is_kept() -> None:
+    records = _log(
+        (RESOURCE + "topic/c/a", {"kind": "topic", "attributes": {"v": 1}, "pending": True}),
+        (RESOURCE + "topic/c/b", {"kind": "topic", "attributes": {"v": 1}}),
+        (RESOURCE + "topic/c/c", {"kind": "topic", "attributes": {"v": 1}}),
+        (RESOURCE + "topic/c/a", {"kind": "topic", "attributes": {"v": 2}}),
+        (RESOURCE + "topic/c/b", None),
+        (RESOURCE + "topic/c/b", {"kind": "topic", "attributes": {"v": 3}}),
+    )
+    records[0] = (records[0][0], b"not json: superseded, so never parsed", 0)
+    snap = fold(records)
+    # a keeps the place of its first record; b, deleted and recreated, moves to the end (as a dict would hold them)
+    assert list(snap.resources) == ["topic/c/a", "topic/c/c", "topic/c/b"]
+    assert [r["attributes"]["v"] for r in snap.resources.values()] == [2, 1, 3]
+    assert not snap.recorded().pending("topic/c/a")
