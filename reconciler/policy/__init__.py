@@ -18,6 +18,7 @@ from reconciler.policy.filters import (
     should_replicate_topic,
     spark_remote_topic_expr,
     subscribe_pattern,
+    topic_matcher,
     topic_matches,
 )
 from reconciler.policy.naming import (
@@ -46,5 +47,6 @@ __all__ = [
     "should_replicate_topic",
     "spark_remote_topic_expr",
     "subscribe_pattern",
+    "topic_matcher",
     "topic_matches",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -174,13 +174,24 @@ def _filter(spec: FilterLike) -> PatternFilter:
 
 def topic_matches(flow: FlowLike, topic: str) -> bool:
     """Does `flow` replicate source topic `topic`? (MM2 full-match semantics, internal topics and cycles out.)"""
-    return should_replicate_topic(
-        topic,
-        topics=_filter(flow.topics),
-        policy=flow_policy(flow),
-        target_alias=flow.target,
-        replicate_heartbeats=flow.heartbeats.enabled,
-    )
+    return topic_matcher(flow)(topic)
+
+
+def topic_matcher(flow: FlowLike) -> Callable[[str], bool]:
+    """`topic_matches` for one flow, with its filter and policy looked up once: for deciding thousands of topics."""
+    topics, policy = _filter(flow.topics), flow_policy(flow)
+    target_alias, replicate_heartbeats = flow.target, flow.heartbeats.enabled
+
+    def matches(topic: str) -> bool:
+        return should_replicate_topic(
+            topic,
+            topics=topics,
+            policy=policy,
+            target_alias=target_alias,
+            replicate_heartbeats=replicate_heartbeats,
+        )
+
+    return matches
 
 
 def group_matches(flow: FlowLike, group: str) -> bool:

@@ -12,6 +12,7 @@ Pure: no I/O, no Kafka or Spark imports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,6 +25,7 @@ from reconciler.policy.filters import (
     remote_topic,
     spark_remote_topic_expr,
     subscribe_pattern,
+    topic_matcher,
     topic_matches,
 )
 from reconciler.policy.naming import ReplicationPolicy, template_problems
@@ -307,6 +309,10 @@ class FlowSpec(SpecModel):
 
     def topic_matches(self, topic: str) -> bool:
         return topic_matches(self, topic)
+
+    def topic_matcher(self) -> Callable[[str], bool]:
+        """`topic_matches` with the filter and policy looked up once, for deciding thousands of topics."""
+        return topic_matcher(self)
 
     def group_matches(self, group: str) -> bool:
         return group_matches(self, group)

@@ -81,6 +81,13 @@ def test_flow_filter_excludes_internal_cycles_and_kmirror_topics() -> None:
     assert flow.subscribe_pattern().startswith("^") and flow.subscribe_pattern().endswith("$")
 
 
+def test_a_flows_matcher_decides_as_topic_matches_does() -> None:
+    flow = FlowSpec(name="a-to-b", source="a", target="b")
+    matches = flow.topic_matcher()
+    for topic in ("orders", "c.orders", "b.orders", "c.b.orders", "__consumer_offsets", "_kmirror.state", "heartbeats"):
+        assert matches(topic) is flow.topic_matches(topic)
+
+
 def test_subscribe_pattern_of_a_flow_is_readable_java() -> None:
     flow = FlowSpec.model_validate(
         {
