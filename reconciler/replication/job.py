@@ -106,11 +106,12 @@ DEFAULT_REALTIME_INTERVAL = "10 seconds"
 METADATA_MAX_AGE_MS = "3000"
 #: Consumer settings for throughput (each Spark task reads one partition); `replication.consumer` overrides them.
 SOURCE_CONSUMER_DEFAULTS = {"max.partition.fetch.bytes": "8388608", "fetch.max.bytes": "67108864"}
-#: Real-time mode's tasks start on every checkpoint interval with a fetch; a fetch that finds its partition
-#: empty for a moment waits up to fetch.max.wait.ms (500 ms by default) before the records that arrive next
-#: are seen. 10 ms, as Spark's own real-time benchmark sets it, halved the boundary stalls measured at
-#: 10,000 records/s (benchmarks/README.md); the cost is more fetch requests while a partition is idle.
-REALTIME_CONSUMER_DEFAULTS = {"fetch.max.wait.ms": "10"}
+#: Real-time mode's tasks start on every checkpoint interval with a fetch; one that finds its partition empty
+#: for a moment waits up to fetch.max.wait.ms (Kafka's default 500 ms) before the records that arrive next are
+#: seen. 100 ms bounds that wait at a tenth of the fetches per idle partition that 10 ms (Spark's real-time
+#: benchmark) costs; on a quiet 2-core machine the three gave p99 805 (100 ms), 824 (500 ms) and 967 ms (10 ms)
+#: at 10,000 records/s, and 10 ms the most broker CPU (benchmarks/README.md).
+REALTIME_CONSUMER_DEFAULTS = {"fetch.max.wait.ms": "100"}
 #: Producer settings for throughput; the flow's `replication.producer` overrides them. Idempotence and
 #: acks=all are not overridable.
 SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}

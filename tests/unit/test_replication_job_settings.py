@@ -69,12 +69,12 @@ flows: [{name: f, source: a, target: b, topics: {include: ["orders"]}, replicati
 """
 
 
-@pytest.mark.parametrize(("mode", "wait"), [("microbatch", None), ("realtime", "10")])
+@pytest.mark.parametrize(("mode", "wait"), [("microbatch", None), ("realtime", "100")])
 def test_realtime_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(mode: str, wait: str | None) -> None:
     flow = load_text(FLOW.replace("CONSUMER", "{}")).state.flow("f")
     options = source_options(flow, {"bootstrap.servers": "a:9092"}, {}, mode)
     assert options.get("kafka.fetch.max.wait.ms") == wait
     assert options["kafka.bootstrap.servers"] == "a:9092" and options["subscribePattern"]
-    own = load_text(FLOW.replace("CONSUMER", '{"fetch.max.wait.ms": "100"}')).state.flow("f")
+    own = load_text(FLOW.replace("CONSUMER", '{"fetch.max.wait.ms": "250"}')).state.flow("f")
     options = source_options(own, {}, dict(own.replication.consumer), mode)
-    assert options["kafka.fetch.max.wait.ms"] == "100"  # the flow's consumer settings win in both modes
+    assert options["kafka.fetch.max.wait.ms"] == "250"  # the flow's consumer settings win in both modes
