@@ -66,18 +66,23 @@ KMIRROR_ALIASES = ("kmsrc", "kmdst")
 # -- CPU accounting ---------------------------------------------------------------------------------------------
 
 
+def _stat(path: str) -> tuple[str, list[str]] | None:
+    """A /proc stat file: (the name between the parentheses, the fields after it), None once it is gone. The
+    first field is field 3 (state): ppid = fields[1], utime, stime, cutime, cstime = fields[11:15]."""
+    try:
+        stat = Path(path).read_text()
+    except OSError:
+        return None
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat.rpartition(")")[2].split()
+
+
 def _proc_table() -> dict[int, tuple[int, float]]:
     """pid -> (ppid, CPU seconds of the process and of its children it has waited for)."""
     table: dict[int, tuple[int, float]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or (stat := _stat(f"/proc/{entry.name}/stat")) is None:
             continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rpartition(")")[2].split()
-        # fields[0] is field 3 (state): ppid = field 4, utime..cstime = fields 14..17
+        fields = stat[1]
         ticks = sum(int(x) for x in fields[11:15])
         table[int(entry.name)] = (int(fields[1]), ticks / CLK_TCK)
     return table
@@ -108,12 +113,9 @@ def thread_cpu(pid: int) -> dict[str, float]:
     groups: dict[str, float] = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir(f"/proc/{pid}/task"):
-            try:
-                stat = Path(f"/proc/{pid}/task/{entry.name}/stat").read_text()
-            except OSError:
+            if (stat := _stat(f"/proc/{pid}/task/{entry.name}/stat")) is None:
                 continue
-            name = re.sub(r"\d+$", "", stat[stat.index("(") + 1 : stat.rindex(")")])
-            fields = stat.rpartition(")")[2].split()
+            name, fields = re.sub(r"\d+$", "", stat[0]), stat[1]
             groups[name] = groups.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
     return groups
 

@@ -125,3 +125,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+def process_state(pid: int) -> str | None:
+    """None once `pid` has exited (gone, or a zombie its new parent has not reaped yet); else its state and parent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except FileNotFoundError:
+        return None
+    return None if fields[0] == "Z" else f"{fields[0]}, parent {fields[1]}"

@@ -68,8 +68,8 @@ def replicated_topics(flow: FlowSpec, source: ClusterState) -> dict[str, str]:
     matches, policy = flow.topic_matcher(), flow.policy()
     result = {t: policy.remote_topic(flow.source, t) for t in source.topics if matches(t)}
     heartbeats = policy.heartbeats_topic()
-    if flow.heartbeats.enabled and heartbeats not in result and flow.topic_matches(heartbeats):
-        result[heartbeats] = flow.remote_topic(heartbeats)  # created by the flow's own internal-topic change
+    if flow.heartbeats.enabled and heartbeats not in result and matches(heartbeats):
+        result[heartbeats] = policy.remote_topic(flow.source, heartbeats)  # created by the flow's internal-topic change
     return result
 
 

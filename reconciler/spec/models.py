@@ -116,14 +116,15 @@ class SparkSpec(SpecModel):
         if self.deploy == "standalone" and not self.master.startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
         mode = self.conf.get("spark.kmirror.mode")
-        if mode is not None and str(mode).strip().lower() not in defaults.JOB_MODES:
+        mode_name = None if mode is None else str(mode).strip().lower()
+        if mode_name is not None and mode_name not in defaults.JOB_MODES:
             raise ValueError(
                 f"conf spark.kmirror.mode is {mode!r}; use one of {', '.join(defaults.JOB_MODES)} "
                 "(realtime needs a task slot per replicated partition)"
             )
         interval = self.conf.get("spark.kmirror.triggerInterval")
         if (
-            str(mode).strip().lower() == "realtime"
+            mode_name == "realtime"
             and interval is not None
             and "spark.sql.streaming.realTimeMode.minBatchDuration" not in self.conf
         ):

@@ -27,6 +27,7 @@ from reconciler.replication.standalone import (
     parse_status,
 )
 from reconciler.spec.loader import load_text
+from tests.conftest import process_state
 
 pytestmark = pytest.mark.unit
 
@@ -188,19 +189,10 @@ def test_the_python_job_dies_with_its_parent_even_when_no_thread_of_it_runs(tmp_
         jvm.kill()
         jvm.wait()
         deadline = time.monotonic() + 5
-        while (state := _state(pid)) is not None and time.monotonic() < deadline:
+        while (state := process_state(pid)) is not None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert state is None, f"the child outlived its killed parent: {state}"
     finally:
         jvm.kill()
-        if _state(pid) is not None:
+        if process_state(pid) is not None:
             os.kill(pid, signal.SIGKILL)
-
-
-def _state(pid: int) -> str | None:
-    """The process's state letter, None once it is gone or a zombie (exited, not reaped by its new parent)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return None
-    return None if state == "Z" else state

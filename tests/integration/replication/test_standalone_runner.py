@@ -29,7 +29,7 @@ from reconciler.plan.definition import Plan
 from reconciler.replication.standalone import StandaloneJob, StandaloneRunner
 from reconciler.spec.loader import load_desired_state
 from reconciler.spec.models import DesiredState
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, process_state
 from tests.integration.replication.conftest import (
     SequenceProducer,
     create_topic,
@@ -207,17 +207,6 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
     wait_for(
         "the newly included topic", lambda: sum(end_offsets(setup.target, setup.remote(widened, extra)).values()) >= 100
     )
-
-
-def process_state(pid: int) -> str | None:
-    """None once `pid` has exited (gone, or a zombie its new parent has not reaped yet); else its state."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return None
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    state = fields.get("State", "?").strip()
-    return None if state.startswith("Z") else f"{state}, parent {fields.get('PPid', '?').strip()}"
 
 
 def test_a_killed_driver_is_restarted_by_the_next_apply(setup: Setup) -> None:
