@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ def test_spark_batch_read_sees_keys_values_headers_timestamps(
         expected[i] = (key, value, headers, ts)
     assert producer.flush(30) == 0
 
-    rows = (
+    reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
         .option("assign", json.dumps({topic_name: [0, 1]}))
@@ -38,10 +39,14 @@ def test_spark_batch_read_sees_keys_values_headers_timestamps(
         .option("startingOffsets", "earliest")
         # Explicit end offsets (20 records per partition): the read is exactly the records produced.
         .option("endingOffsets", json.dumps({topic_name: {"0": 20, "1": 20}}))
-        .load()
-        .selectExpr("*", "unix_millis(timestamp) AS timestamp_ms")
-        .collect()
     )
+    # A topic created a moment ago can read as empty once on a loaded machine (CI saw 0 rows, no error: the
+    # connector's offset lookup ran before the new topic's metadata); read again, for a bounded time.
+    deadline = time.monotonic() + 30
+    while not (rows := reader.load().selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").collect()):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert len(rows) == 40
     by_seq = {}
     for row in rows:
