@@ -740,7 +740,7 @@ def run_kmirror(
     args: argparse.Namespace,
     variant: Variant,
 ) -> dict[str, Any]:
-    from reconciler.replication.runners import LocalRunner
+    from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text
 
     base = work / f"kmirror-{variant.index}-{variant.name}"

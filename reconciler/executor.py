@@ -43,7 +43,9 @@ class ChangeRecorder(Protocol):
 class JobRunner(Protocol):
     """What the executor needs from a job runner (local or standalone)."""
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> None: ...
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None:
+        """Start (or restart) the flow's job; the runner's record of what it deployed, kept in the state."""
+        ...
 
     def stop(self, flow: str) -> None: ...
 
@@ -186,21 +188,24 @@ class Executor:
             if self.runner is None:
                 self._done(c, Outcome(c.address, False, "no job runner is configured for this apply"))
                 continue
+            deployment = None
             try:
                 if c.action == Action.DELETE:
                     self.runner.stop(flow)
                 else:
                     after = c.after or {}
-                    self.runner.deploy(flow, after["spec"], after["spec_digest"])
+                    deployment = self.runner.deploy(flow, after["spec"], after["spec_digest"])
             except Exception as exc:  # a runner failure is this change's outcome, not the apply's end
                 self._done(c, Outcome(c.address, False, str(exc)))
                 continue
-            self._done(c, Outcome(c.address, True))
+            self._done(c, Outcome(c.address, True), {"deployment": dict(deployment)} if deployment else None)
 
     # -- outcomes ---------------------------------------------------------------------------------------------
-    def _done(self, c: ResourceChange, result: Outcome) -> None:
+    def _done(self, c: ResourceChange, result: Outcome, extra: Mapping[str, Any] | None = None) -> None:
         outcome = ChangeOutcome(c.address, c.action.value, "applied" if result.ok else "failed", result.message)
         attributes = None if c.action == Action.DELETE else _recorded_form(c)
+        if attributes is not None and extra:
+            attributes = {**attributes, **extra}
         entry = (c.address, c.kind.value, attributes, c.action.value, outcome.outcome, outcome.message)
         self._unrecorded.append((entry, outcome))
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, field_validator, model_validator
 
+from reconciler.jobcontract.layout import checkpoint_root_problem
 from reconciler.policy.filters import flow_policy as _flow_policy
 from reconciler.policy.filters import (
     group_matches,
@@ -105,7 +106,11 @@ class SparkSpec(SpecModel):
     )
     checkpoint_root: str = Field(
         default=".kmirror/checkpoints",
-        description="Folder of the jobs' Spark checkpoints (their read positions); durable storage in production.",
+        description="Where the jobs' Spark checkpoints (their read positions) live, under <state topic>/<flow>: a "
+        "path or a URI (file:, hdfs:, s3a:, ...). With deploy 'standalone', an absolute path or file: URI on a "
+        "filesystem every worker and every machine that runs kmirror mounts at the same path (the jobs' spec, "
+        "status and log sit beside the checkpoints). A relative path is taken from this file's folder (deploy "
+        "'local' only).",
     )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
 
@@ -115,6 +120,9 @@ class SparkSpec(SpecModel):
             raise ValueError(f"deploy 'local' needs master 'local[N]', got {self.master!r}")
         if self.deploy == "standalone" and not self.master.startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
+        problem = checkpoint_root_problem(self.checkpoint_root, self.deploy)
+        if problem is not None:
+            raise ValueError(problem)
         mode = self.conf.get("spark.kmirror.mode")
         mode_name = None if mode is None else str(mode).strip().lower()
         if mode_name is not None and mode_name not in defaults.JOB_MODES:

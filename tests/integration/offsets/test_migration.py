@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.adapters.checkpointer import checkpoint_once
 from reconciler.cutover import readiness
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import stop_or_kill

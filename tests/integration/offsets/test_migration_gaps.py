@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.adapters.checkpointer import checkpoint_once
 from reconciler.cutover import readiness
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.state.lock import StateLock
 from reconciler.state.store import StateStore
 from tests.conftest import KafkaCluster

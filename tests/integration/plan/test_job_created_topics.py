@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, create_topics, describe, new_world, set_config, topic_exists

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import create_topic, end_offsets

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
 from tests.conftest import KafkaCluster

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from reconciler.errors import KmirrorError
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import (
     Flow,

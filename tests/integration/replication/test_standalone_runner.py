@@ -26,7 +26,7 @@ from reconciler import operations
 from reconciler.devenv import spark_standalone
 from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.plan.definition import Plan
-from reconciler.replication.standalone import StandaloneJob, StandaloneRunner
+from reconciler.runners.standalone import StandaloneJob, StandaloneRunner
 from reconciler.spec.loader import load_desired_state
 from reconciler.spec.models import DesiredState
 from tests.conftest import KafkaCluster, process_state

@@ -82,3 +82,37 @@ def test_deploy_none_manages_no_job() -> None:
     ds = desired(FLOW).model_copy(update={"spark": desired(FLOW).spark.model_copy(update={"deploy": "none"})})
     p = plan(ds, live(src=[topic("orders")], dst=[topic("src.orders")]), owned("src.orders"), JobStatus(known=False))
     assert p.changes == () and not any("job" in w for w in p.warnings)
+
+
+def test_a_job_the_runner_cannot_see_from_here_is_left_alone_with_a_warning() -> None:
+    """A local job recorded on another host: restarting it here would run a second driver for the flow."""
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    jobs = JobStatus({"f": JobInfo("f", None, ds.flow_digest("f"), detail="deploy: local on host ci-7")})
+    p = plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), jobs)
+    assert "job/f" not in by_address(p)
+    assert any("job/f: deploy: local on host ci-7" in w for w in p.warnings)
+
+
+def test_a_restart_whose_checkpoint_is_gone_says_it_resumes_from_the_offset_syncs() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    info = JobInfo(
+        "f", False, ds.flow_digest("f"), checkpoint="/k/_kmirror.state/f/checkpoint", checkpoint_missing=True
+    )
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), JobStatus({"f": info})))["job/f"]
+    assert change.action == Action.UPDATE
+    assert "checkpoint /k/_kmirror.state/f/checkpoint is missing" in change.reason
+    assert "resumes from the offset-syncs" in change.reason
+
+
+def test_restarts_data_loss_and_a_local_job_on_a_ci_runner_are_warned_about() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    info = JobInfo("f", True, ds.flow_digest("f"), restarts=3, last_error="TimeoutException: x", data_loss_records=7)
+    p = plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), JobStatus({"f": info}, ephemeral_host=True))
+    assert p.changes == ()
+    text = "\n".join(p.warnings)
+    assert "restarted its query 3 time(s); last error: TimeoutException: x" in text
+    assert "7 record(s) were deleted on the source" in text
+    assert "spark.deploy is 'local' on a CI runner" in text
