@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.jobcontract.layout import JobFolder
 from reconciler.replication import standalone_entry
 from reconciler.runners import JobRunnerError, runner_for
-from reconciler.jobcontract.layout import JobFolder
 from reconciler.runners.rest import PYTHON_RUNNER, DriverStatus, create_request, parse_created, parse_status
 from reconciler.runners.standalone import ENTRY, STOP_FILE, StandaloneRunner
 from reconciler.spec.loader import load_text
