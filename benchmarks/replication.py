@@ -750,7 +750,7 @@ def run_kmirror(
     state = load_text(text).state.with_source_path(base / "kmirror.yaml")
     flow = state.flow("bench")
     remotes = [flow.remote_topic(t) for t in data_topics]
-    runner = LocalRunner(base, state.spark, stop_timeout=60, start_timeout=300)
+    runner = LocalRunner(base, state.spark, root=base, stop_timeout=60, start_timeout=300)
     started = time.monotonic()
     pids: list[int] = []
     at_first: dict[str, float] = {}

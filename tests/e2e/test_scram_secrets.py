@@ -109,7 +109,7 @@ def test_scram_path_replicates_and_never_leaks_the_secret(
             outputs.append(kmirror("state", "show", "-f", str(spec), line.split()[0]).stdout)
     finally:
         desired = load_text(_spec(source, target)).state.with_source_path(spec)
-        LocalRunner(tmp_path, desired.spark).stop("secure")
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("secure")
 
     # Every output of ours, the saved plan, the state topic's raw bytes, and every file kmirror or the job wrote.
     assert all(scram_secret not in o for o in outputs)

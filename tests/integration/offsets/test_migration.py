@@ -116,7 +116,7 @@ class Env:
 @pytest.fixture
 def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[Env]:
     e = Env(tmp_path, source, target)
-    runner = LocalRunner(tmp_path, e.state.spark, stop_timeout=60)
+    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

@@ -75,7 +75,7 @@ def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[
         sync=f", config_exclude: ['{exclude}', 'unclean\\.leader\\.election\\.enable']",
     )
     e.groups = {name: f"mig{e.tag}-{name}" for name in STOP_AT}
-    runner = LocalRunner(tmp_path, e.state.spark, stop_timeout=60)
+    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

@@ -85,7 +85,7 @@ flows:
     topics: {{include: ["perf{tag}\\\\.data"]}}
 """
     state = load_text(text).state.with_source_path(base / "kmirror.yaml")
-    runner = LocalRunner(base, state.spark)
+    runner = LocalRunner(base, state.spark, root=base)
     remote = state.flow("bench").remote_topic(topic)
     target_cluster = KafkaCluster("target", args.target, None)
     t0 = time.monotonic()

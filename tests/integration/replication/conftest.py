@@ -121,7 +121,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     state = desired_state(
         source, target, base, source_alias=f"s{tag}", target_alias=f"t{tag}", include=[prefix + r"\..*"]
     )
-    runner = LocalRunner(base, state.spark, stop_timeout=60)
+    runner = LocalRunner(base, state.spark, root=base, stop_timeout=60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
     try:
         yield f
