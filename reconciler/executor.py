@@ -49,6 +49,10 @@ class JobRunner(Protocol):
 
     def stop(self, flow: str) -> None: ...
 
+    def move(self, old: str, new: str) -> None:
+        """Stop `old`'s job gracefully; `new`'s next deploy starts on its checkpoint (a renamed flow)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ChangeOutcome:
@@ -194,11 +198,18 @@ class Executor:
                     self.runner.stop(flow)
                 else:
                     after = c.after or {}
+                    if after.get("operation") == "move":
+                        self.runner.move(str(after["moved_from"]), flow)
                     deployment = self.runner.deploy(flow, after["spec"], after["spec_digest"])
             except Exception as exc:  # a runner failure is this change's outcome, not the apply's end
                 self._done(c, Outcome(c.address, False, str(exc)))
                 continue
             self._done(c, Outcome(c.address, True), {"deployment": dict(deployment)} if deployment else None)
+            old = (c.after or {}).get("moved_from")
+            if isinstance(old, str):  # the old name's record goes: its job is the renamed one now
+                why = f"moved to {c.address}"
+                entry = (f"job/{old}", c.kind.value, None, Action.DELETE.value, "applied", why)
+                self._unrecorded.append((entry, ChangeOutcome(f"job/{old}", Action.DELETE.value, "applied", why)))
 
     # -- outcomes ---------------------------------------------------------------------------------------------
     def _done(self, c: ResourceChange, result: Outcome, extra: Mapping[str, Any] | None = None) -> None:

@@ -48,6 +48,8 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
                 "copied them (retention or DeleteRecords); see `kmirror status`"
             )
     enabled = set()
+    renamed = {m.to: m.from_ for m in desired.moved}
+    moved: set[str] = set()
     for flow in desired.enabled_flows:
         enabled.add(flow.name)
         address = job_address(flow.name)
@@ -62,13 +64,14 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
         running_digest = info.spec_digest if info is not None and info.running else None
         known_digest = running_digest or (last or {}).get("spec_digest")
 
-        def change(action: Action, operation: str, reason: str) -> ResourceChange:
+        def change(action: Action, operation: str, reason: str, **extra: str) -> ResourceChange:
             after = {
                 "flow": flow.name,  # noqa: B023 - used at once, inside this iteration
                 "operation": operation,
                 "runner": desired.spark.deploy,
                 "spec_digest": digest,  # noqa: B023
                 "spec": spec,  # noqa: B023
+                **extra,
             }
             return ResourceChange(
                 address=address,  # noqa: B023
@@ -79,7 +82,21 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
                 reason=reason,
             )
 
-        if known_digest is None:
+        old = renamed.get(flow.name)
+        if known_digest is None and old is not None and recorded.get(job_address(old)) is not None:
+            moved.add(old)
+            old_info = jobs.jobs.get(old)
+            before = None if old_info is None else {"running": old_info.running, "spec_digest": old_info.spec_digest}
+            out.changes.append(
+                change(
+                    Action.UPDATE,
+                    "move",
+                    f"moved from {job_address(old)}: its job stops gracefully and starts as {flow.name} on the same "
+                    "checkpoint, where it left off (nothing copied again)",
+                    moved_from=old,
+                )
+            )
+        elif known_digest is None:
             out.changes.append(change(Action.CREATE, "deploy", f"new flow {flow.source} -> {flow.target}"))
         elif known_digest != digest:
             fields = changed_fields((last or {}).get("spec"), spec)
@@ -98,7 +115,7 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
 
     gone = {r.attributes.get("flow", r.address.split("/", 1)[1]) for r in recorded.of_kind(Kind.JOB)}
     gone |= {name for name, info in jobs.jobs.items() if info.running is not False}
-    for name in sorted(gone - enabled):
+    for name in sorted(gone - enabled - moved):
         address = job_address(name)
         info = jobs.jobs.get(name)
         if info is not None and info.running is None:

@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.plan.inputs import JobInfo, JobStatus
-from reconciler.runners.common import JobRunnerError
+from reconciler.runners.common import JobRunnerError, checkpoint_for
 from reconciler.runners.local import LocalJob, LocalRunner
 from reconciler.runners.standalone import StandaloneJob, StandaloneRunner
 from reconciler.spec.models import DesiredState, SparkSpec
@@ -66,6 +67,20 @@ class FlowRunners:
 
     def stop(self, flow: str) -> None:
         self._runner_of(flow).stop(flow)
+
+    def move(self, old: str, new: str) -> None:
+        """A renamed flow: stop `old`'s job gracefully; `new`'s next deploy starts on `old`'s checkpoint."""
+        record = self.deployments.get(old) or {}
+        runner = self._runner_of(old)
+        runner.stop(old)
+        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        carried = {
+            "runner": _kind(record) if record else self.kind,
+            "checkpoint": checkpoint_for(old, root, self.state_topic, record),
+        }
+        self.deployments[new] = carried
+        if carried["runner"] == self.kind:
+            self.primary.deployments[new] = carried
 
     def status(self) -> JobStatus:
         status = self.primary.status()

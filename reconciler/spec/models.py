@@ -333,6 +333,20 @@ class FlowSpec(SpecModel):
         return spark_remote_topic_expr(self, column)
 
 
+class MovedSpec(SpecModel):
+    """A flow that was renamed (Terraform's `moved` block): its job keeps its position instead of starting over."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, populate_by_name=True)
+
+    from_: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)] = Field(
+        alias="from", description="The flow's old name, as the state topic recorded it."
+    )
+    to: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)] = Field(
+        description="The flow's new name: a flow of this file. Apply stops the old job gracefully and starts the "
+        "renamed one on the old one's checkpoint; keep the entry until every environment has applied it."
+    )
+
+
 class PruneSpec(SpecModel):
     """Which kinds kmirror may delete when they leave the desired state. Deletes are opt-in per kind."""
 
@@ -350,6 +364,9 @@ class DesiredState(SpecModel):
     spark: SparkSpec = Field(default_factory=SparkSpec)
     flows: tuple[FlowSpec, ...] = ()
     prune: PruneSpec = Field(default_factory=PruneSpec)
+    moved: tuple[MovedSpec, ...] = Field(
+        default=(), description="Flows that were renamed: `{from: old-name, to: new-name}` (see MovedSpec)."
+    )
 
     _source_path: Path | None = PrivateAttr(default=None)
 

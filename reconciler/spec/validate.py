@@ -52,6 +52,7 @@ def validate_state(
     _check_state_cluster(state, report)
     _check_spark(state, report)
     _check_flows(state, report)
+    _check_moved(state, report)
     _check_cycles(state, report)
     _check_collisions(state, report)
     return report.issues
@@ -116,6 +117,24 @@ def _declared_hint(name: str, clusters: Mapping[str, object]) -> str:
 
 
 # -- flows --------------------------------------------------------------------------------------------------
+
+
+def _check_moved(state: DesiredState, report: _Report) -> None:
+    names = {f.name for f in state.flows}
+    seen_from: set[str] = set()
+    for index, moved in enumerate(state.moved):
+        base: FieldPath = ("moved", index)
+        if moved.to not in names:
+            report.add((*base, "to"), f"no flow named '{moved.to}'", "`to` is the flow's new name, as flows[] has it")
+        if moved.from_ in names:
+            report.add(
+                (*base, "from"),
+                f"flow '{moved.from_}' still exists, so it was not renamed",
+                "`from` is the old name, which no flow of the file has any more",
+            )
+        if moved.from_ in seen_from:
+            report.add((*base, "from"), f"flow '{moved.from_}' is moved twice", "move a flow to one new name")
+        seen_from.add(moved.from_)
 
 
 def _check_flows(state: DesiredState, report: _Report) -> None:

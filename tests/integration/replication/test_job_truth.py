@@ -13,14 +13,16 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import KafkaCluster
-from tests.integration.replication.conftest import create_topic
+from tests.integration.replication.conftest import SequenceProducer, create_topic, read_partition, wait_for
 from tests.workflows import REUSABLE, Runner, load, only_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -106,3 +108,50 @@ def test_two_files_in_one_folder_keep_their_own_jobs_and_a_fresh_checkout_sees_t
     runner = Runner(fresh, env={"CONFIG": "kmirror.yaml"})
     drift = runner.run(only_job(load(REUSABLE / "kmirror-drift.yml")), "plan", TIMEOUT="30")
     assert drift.outputs["exitcode"] == "0", drift.stdout + drift.stderr
+
+
+def test_a_renamed_flow_carries_its_job_over_with_nothing_copied_again(
+    tmp_path: Path, source: KafkaCluster, target: KafkaCluster
+) -> None:
+    """Terraform's `moved`: the plan says the job moves; apply stops it and starts it under the new name on the
+    same checkpoint, so records keep flowing with none lost and at most offset_lag_max per partition again."""
+    tag = uuid.uuid4().hex[:6]
+    topic = f"jtr{tag}.orders"
+    create_topic(source, topic, 2)
+    path = write(tmp_path, "r", source, target, tag)
+    text = path.read_text()
+    try:
+        with SequenceProducer(source, topic, 2, per_round=40) as seq:
+            applied = kmirror("apply", "-f", path.name, "--auto-approve", cwd=tmp_path)
+            assert applied.returncode == 0, applied.stdout + applied.stderr
+            remote = f"src{tag}.{topic}"
+            wait_for("the job to copy some records", lambda: seq.copied(target, remote) > 500)
+            path.write_text(
+                text.replace("  - name: repl", "  - name: mirror-orders")
+                + "moved:\n  - {from: repl, to: mirror-orders}\n"
+            )
+            planned = kmirror("plan", "-f", path.name, "--format", "json", cwd=tmp_path)
+            changes = {c["address"]: c for c in json.loads(planned.stdout)["changes"]}
+            assert set(changes) == {"job/mirror-orders"}, changes
+            move = changes["job/mirror-orders"]
+            assert move["after"]["operation"] == "move" and "moved from job/repl" in move["reason"]
+            moved = kmirror("apply", "-f", path.name, "--auto-approve", cwd=tmp_path)
+            assert moved.returncode == 0, moved.stdout + moved.stderr
+            status = flow_status(path)
+            assert status["flow"] == "mirror-orders" and status["running"], status
+            assert "/repl/checkpoint" in status["checkpoint"]  # the old job's checkpoint, carried over
+            time.sleep(3)
+        total, duplicates = seq.check(target, remote)
+        lag_max = 100
+        for p in range(2):
+            got = Counter(int(r.value or b"-1") for r in read_partition(target, remote, p))
+            again = sum(c - 1 for c in got.values())
+            assert again <= lag_max, f"partition {p}: {again} records copied again"
+        print(f"rename: {total} records, none lost, {duplicates} duplicates")
+        again = kmirror("plan", "-f", path.name, "--detailed-exitcode", cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr  # the old name's record is gone too
+    finally:
+        write(tmp_path, "r", source, target, tag, enabled=False)
+        off = tmp_path / "r.yaml"
+        off.write_text(off.read_text().replace("  - name: repl", "  - name: mirror-orders"))
+        kmirror("apply", "-f", off.name, "--auto-approve", cwd=tmp_path)

@@ -7,6 +7,8 @@ import pytest
 from reconciler.plan.definition import Action
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.plan.jobs import changed_fields
+from reconciler.spec.loader import load_text
+from reconciler.spec.models import DesiredState
 from tests.unit.plan.builders import by_address, desired, live, owned, plan, running, topic
 
 pytestmark = pytest.mark.unit
@@ -116,3 +118,35 @@ def test_restarts_data_loss_and_a_local_job_on_a_ci_runner_are_warned_about() ->
     assert "restarted its query 3 time(s); last error: TimeoutException: x" in text
     assert "7 record(s) were deleted on the source" in text
     assert "spark.deploy is 'local' on a CI runner" in text
+
+
+def _renamed() -> DesiredState:
+    return load_text("""
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+flows:
+  - {name: g, source: src, target: dst, topics: {include: ['orders']}}
+moved:
+  - {from: f, to: g}
+""").state
+
+
+def test_a_renamed_flow_moves_its_job_instead_of_starting_a_new_one() -> None:
+    old, new = desired(FLOW), _renamed()
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    p = plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f"))
+    changes = by_address(p)
+    move = changes["job/g"]
+    assert move.action == Action.UPDATE and (move.after or {})["operation"] == "move"
+    assert (move.after or {})["moved_from"] == "f" and "moved from job/f" in move.reason
+    assert move.before == {"running": True, "spec_digest": old.flow_digest("f")}
+    assert "job/f" not in changes  # not stopped and forgotten: carried over
+
+
+def test_a_move_whose_old_flow_was_never_deployed_is_a_plain_deploy() -> None:
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(_renamed(), lv, owned("src.orders"), JobStatus()))["job/g"]
+    assert change.action == Action.CREATE and (change.after or {})["operation"] == "deploy"

@@ -226,6 +226,18 @@ CASES: list[tuple[str, str, int, str]] = [
         "needs rest_url",
     ),
     (
+        "moved-to-a-flow-that-does-not-exist",
+        HEAD + "moved:\n  - {from: old-name, to: nope}\n",
+        11,
+        "no flow named 'nope'",
+    ),
+    (
+        "moved-from-a-flow-that-still-exists",
+        HEAD + "moved:\n  - {from: a-to-b, to: a-to-b}\n",
+        11,
+        "still exists, so it was not renamed",
+    ),
+    (
         "spark-standalone-relative-checkpoint-root",
         HEAD.replace(
             "flows:",
