@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.adapters.checkpointer import syncs_location
 from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
@@ -61,7 +61,20 @@ def with_group_offsets(
     return replace(live, clusters=clusters, offset_syncs={**live.offset_syncs, **found})
 
 
-def write_group_offsets(admin: KafkaAdmin, form: Mapping[str, Any]) -> Outcome:
+class OffsetWriter(Protocol):
+    """The part of an admin that writes a group's offsets (`KafkaAdmin`, or a test's fake)."""
+
+    cluster: str
+
+    def alter_group_offsets(
+        self,
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
+        metadata: Mapping[tuple[str, int], str] | None = None,
+    ) -> Outcome: ...
+
+
+def write_group_offsets(admin: OffsetWriter, form: Mapping[str, Any]) -> Outcome:
     """Commit a change's translated offsets (with their source metadata) for its group.
 
     The broker refuses a group that has members.

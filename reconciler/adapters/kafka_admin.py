@@ -153,6 +153,18 @@ class KafkaAdmin:
         outcomes = self.create_topics([(n, 1, -1, {}) for n in wanted], validate_only=True)
         return {o.key for o in outcomes if o.ok and o.already_done}
 
+    def confirm_created(self, names: Iterable[str]) -> dict[str, bool | None]:
+        """Per name: True when the controller has the topic, False when it has not, None when it did not say.
+
+        For a create whose answer was lost (a timeout): asked with a validate-only create, which the controller
+        answers TOPIC_ALREADY_EXISTS for a committed topic and with success for an absent one.
+        """
+        wanted = sorted(set(names))
+        result: dict[str, bool | None] = {}
+        for o in self.create_topics([(n, 1, -1, {}) for n in wanted], validate_only=True):
+            result[o.key] = True if o.ok and o.already_done else False if o.ok else None
+        return result
+
     def explicit_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Configs set explicitly on each topic (source DYNAMIC_TOPIC_CONFIG); broker defaults never count."""
         names = sorted(set(topics))

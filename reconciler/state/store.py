@@ -209,7 +209,9 @@ class ApplySession:
     def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None:
         """Record the changes one batch call completed, in one transaction.
 
-        A create that did not happen withdraws its pending record; other failures leave the record as it was.
+        A create that did not happen (`failed`) withdraws its pending record; one whose fate is not known
+        (`unconfirmed`: its answer was lost and the controller did not say) keeps it, so the next plan confirms it.
+        Other failures leave the record as it was.
         """
         records: list[tuple[str, dict[str, Any] | None]] = []
         for address, kind, attributes, action, outcome, message in entries:
@@ -217,7 +219,7 @@ class ApplySession:
             if outcome == "applied":
                 value = None if attributes is None else self._resource(address, kind, attributes)
                 records.append((RESOURCE + address, value))
-            elif action == "create":
+            elif action == "create" and outcome == "failed":
                 records.append((RESOURCE + address, None))
         records += self._parts()
         records.append(self._hist())
