@@ -228,8 +228,18 @@ class KafkaAdmin:
 
     def groups(self, wanted: Any = None) -> dict[str, GroupInfo]:
         """Consumer groups (those `wanted(group_id)` accepts) with their state and committed offsets."""
+        return self.read_groups(wanted)[0]
+
+    def read_groups(self, wanted: Any = None) -> tuple[dict[str, GroupInfo], str | None]:
+        """`groups`, and why the listing is incomplete (None when every broker answered).
+
+        ListConsumerGroups asks every broker; one that does not answer leaves its groups out of the listing, so
+        a group missing from an incomplete listing may well exist: never treat it as absent (writing offsets into
+        it could move it backwards).
+        """
         self.round_trips += 1
         listing = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout))
+        incomplete = "; ".join(str(e) for e in listing.errors or ()) or None
         chosen = [g for g in listing.valid if wanted is None or wanted(g.group_id)]
         futures: dict[str, Future[Any]] = {}
         for g in chosen:  # the protocol takes one group per request; they are all in flight at once
@@ -246,7 +256,7 @@ class KafkaAdmin:
             metadata = {(tp.topic, tp.partition): tp.metadata for tp in committed if tp.metadata}
             state = g.state.name if g.state is not None else "UNKNOWN"
             result[g.group_id] = GroupInfo(g.group_id, state, offsets, metadata)
-        return result
+        return result, incomplete
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self._list_offsets(partitions, OffsetSpec.latest())

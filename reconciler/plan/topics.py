@@ -9,7 +9,9 @@ unless the flow adopts existing topics, or unless the flow's own replication job
 the remote topic of a new source topic itself (`reconciler.replication.remote_topics`, by these same rules), so
 a target topic that is, by the naming policy of the job kmirror recorded as deployed, the remote topic of a
 source topic that job replicates is kmirror's and is recorded as owned (an update with no broker call, plus
-whatever partitions or configs differ). Pure: values in, values out.
+whatever partitions or configs differ). A disabled flow keeps its remote topics: they are neither deleted nor
+forgotten, so enabling the flow again carries on where it stopped; only a removed flow's topics are pruned
+(with `prune.topics`), after its job stopped (the executor's order). Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -262,11 +264,18 @@ def _plan_one(
 def _plan_removed(
     out: TopicPlan, desired: DesiredState, live: LiveState, recorded: RecordedState, wanted: set[str]
 ) -> None:
+    disabled = {f.name for f in desired.flows if not f.enabled}
     for res in recorded.of_kind(Kind.TOPIC):
         if res.address in wanted:
             continue
         cluster, name = res.attributes["cluster"], res.attributes["name"]
-        current = live.clusters.get(cluster, ClusterState(cluster, {}, None)).topics.get(name)
+        origin = res.attributes.get("source")
+        flow = origin.get("flow") if isinstance(origin, dict) else None
+        if flow in disabled or cluster not in live.clusters:
+            # A disabled flow keeps its topics (re-enabling it carries on); a cluster that was not read says
+            # nothing about whether the topic is there. Either way: no change, and the record stays.
+            continue
+        current = live.clusters[cluster].topics.get(name)
         if not desired.prune.topics:
             if current is not None:
                 out.warnings.append(
@@ -280,7 +289,11 @@ def _plan_removed(
                 action=Action.DELETE,
                 before=None
                 if current is None
-                else _form(cluster, name, current.partitions, current.replication_factor, current.configs),
+                else {
+                    **_form(cluster, name, current.partitions, current.replication_factor, current.configs),
+                    # who wrote it: the executor stops that flow's job before it deletes the topic
+                    **({"source": origin} if isinstance(origin, dict) else {}),
+                },
                 after=None,
                 reason="no flow replicates into it any more (prune.topics is on)"
                 if current is not None
