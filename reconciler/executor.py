@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 from reconciler.adapters.group_offsets import write_group_offsets
 from reconciler.adapters.kafka_admin import Outcome
-from reconciler.errors import KmirrorError
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, config_ops
 
@@ -87,10 +86,6 @@ class JobRunner(Protocol):
     def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None: ...
 
     def stop(self, flow: str) -> None: ...
-
-
-class LeaseLostError(KmirrorError):
-    """The apply no longer holds the state lock; it stopped before its next cluster change."""
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ def apply(
         if not plan.has_changes or not confirm(plan):
             return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None
         session = ApplySession(store, snapshot, plan.plan_id, plan.spec_digest, lock.id)
-        executor = Executor(admins, session, job_runner(desired, snapshot.recorded()), progress)
+        executor = Executor(admins, session, job_runner(desired, snapshot.recorded()), progress, guard=lock.check)
         try:
             outcomes = executor.run(plan)
         except BaseException:

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.kafka_admin import Outcome
-from reconciler.executor import UNCONFIRMED, Executor, LeaseLostError, dependencies
+from reconciler.executor import UNCONFIRMED, Executor, dependencies
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import Action, Kind, Plan, ResourceChange
+from reconciler.state.lock import LeaseLostError
 
 pytestmark = pytest.mark.unit
 
