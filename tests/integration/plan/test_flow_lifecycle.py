@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, create_topics, new_world, topic_exists
@@ -84,7 +84,8 @@ class FlowWorld(World):
 def world(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[FlowWorld]:
     base = new_world(tmp_path, source, target)
     w = FlowWorld(base.tmp, base.source, base.target, base.id)
-    runner = LocalRunner(tmp_path, load(w.job_spec()).state.spark, stop_timeout=60)
+    loaded = load(w.job_spec()).state
+    runner = LocalRunner(tmp_path, loaded.spark, state_topic=loaded.state.topic, stop_timeout=60)
     try:
         yield w
     finally:
