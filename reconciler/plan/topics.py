@@ -11,7 +11,9 @@ a target topic that is, by the naming policy of the job kmirror recorded as depl
 source topic that job replicates is kmirror's and is recorded as owned (an update with no broker call, plus
 whatever partitions or configs differ). A disabled flow keeps its remote topics: they are neither deleted nor
 forgotten, so enabling the flow again carries on where it stopped; only a removed flow's topics are pruned
-(with `prune.topics`), after its job stopped (the executor's order). Pure: values in, values out.
+(with `prune.topics`), after its job stopped (the executor's order). Internal topics get min(3, brokers) replicas
+and, from 3 replicas up, `min.insync.replicas` RF - 1, so losing one broker of three loses nothing. Pure: values
+in, values out.
 """
 
 from __future__ import annotations
@@ -321,18 +323,35 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
         address = internal_topic_address(cluster, name)
         current = live.clusters[cluster].topics.get(name)
         if current is None:
+            rf = internal_replication_factor(live.clusters[cluster].brokers)
             out.changes.append(
                 ResourceChange(
                     address=address,
                     kind=Kind.INTERNAL_TOPIC,
                     action=Action.CREATE,
-                    after=_form(cluster, name, 1, -1, COMPACT),
+                    after=_form(cluster, name, 1, rf, {**COMPACT, **durable_configs(rf)}),
                     reason=purpose,
                 )
             )
-        elif current.configs.get("cleanup.policy") != "compact" or recorded.pending(address):
-            configs = {**current.configs, **COMPACT}
-            why = "must be compacted" if current.configs.get("cleanup.policy") != "compact" else CONFIRM_PENDING
+            continue
+        durable = durable_configs(current.replication_factor)
+        missing = {k: v for k, v in durable.items() if k not in current.configs}
+        brokers = live.clusters[cluster].brokers
+        if brokers is not None and current.replication_factor < internal_replication_factor(brokers):
+            out.warnings.append(
+                f"{address}: replication factor {current.replication_factor} on a cluster of {brokers} brokers; "
+                f"losing one broker can lose {purpose}. kmirror does not reassign replicas: raise it with "
+                "kafka-reassign-partitions."
+            )
+        if current.configs.get("cleanup.policy") != "compact" or missing or recorded.pending(address):
+            configs = {**current.configs, **COMPACT, **missing}
+            why = (
+                "must be compacted"
+                if current.configs.get("cleanup.policy") != "compact"
+                else f"min.insync.replicas {missing['min.insync.replicas']} with its {current.replication_factor} replicas"
+                if missing
+                else CONFIRM_PENDING
+            )
             out.changes.append(
                 ResourceChange(
                     address=address,
@@ -344,6 +363,22 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
                 )
             )
     return out
+
+
+#: Replicas of kmirror's internal topics (state, heartbeats, checkpoints, offset-syncs) when the cluster has the
+#: brokers: losing one broker of three loses nothing (and MM2's own internal topics default to 3 too).
+INTERNAL_REPLICATION_FACTOR = 3
+
+
+def internal_replication_factor(brokers: int | None) -> int:
+    """min(3, brokers); -1 (the broker's default) when the broker count is not known."""
+    return -1 if not brokers else min(INTERNAL_REPLICATION_FACTOR, brokers)
+
+
+def durable_configs(replication_factor: int) -> dict[str, str]:
+    """`min.insync.replicas` for an internal topic: RF - 1 from 3 replicas up (RF 3: 2), so acks=all writes survive
+    one broker down and are never acknowledged by one replica alone; nothing for fewer replicas."""
+    return {"min.insync.replicas": str(replication_factor - 1)} if replication_factor >= 3 else {}
 
 
 def _form(

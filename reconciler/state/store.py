@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from reconciler.adapters.kafka_admin import KafkaAdmin, unreachable
 from reconciler.errors import KmirrorError
+from reconciler.plan.topics import durable_configs, internal_replication_factor
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
     META,
@@ -126,8 +127,10 @@ class StateStore:
         admin = KafkaAdmin(self.cluster, self._config, self.timeout)
         if self.topic in admin.topics():
             return
-        configs = {"cleanup.policy": "compact"}
-        [outcome] = admin.create_topics([(self.topic, 1, -1, configs)])
+        # As the planner creates every internal topic: min(3, brokers) replicas, min.insync.replicas to match.
+        rf = internal_replication_factor(admin.brokers)
+        configs = {"cleanup.policy": "compact", **durable_configs(rf)}
+        [outcome] = admin.create_topics([(self.topic, 1, rf, configs)])
         if not outcome.ok:
             raise StateError(f"could not create state topic {self.topic} on '{self.cluster}': {outcome.message}")
 
@@ -159,7 +162,17 @@ class StateStore:
 class ApplySession:
     """The writes of one apply: a new serial, then one transaction per completed change, then the outcome."""
 
-    def __init__(self, store: StateStore, snapshot: StateSnapshot, plan_id: str, spec_digest: str, lock_id: str):
+    def __init__(
+        self,
+        store: StateStore,
+        snapshot: StateSnapshot,
+        plan_id: str,
+        spec_digest: str,
+        lock_id: str,
+        operation: str = "apply",
+        details: Mapping[str, Any] | None = None,
+    ):
+        """`operation`: what writes (apply, cutover), kept in the history entry with `details` (e.g. the flow)."""
         self.store = store
         self.lineage = snapshot.lineage or str(uuid.uuid4())
         self.serial = snapshot.serial + 1
@@ -170,6 +183,8 @@ class ApplySession:
             "plan_id": plan_id,
             "spec_digest": spec_digest,
             "lock_id": lock_id,
+            "operation": operation,
+            **dict(details or {}),
             "who": whoami(),
             "started_at": _now(),
             "finished_at": None,
