@@ -345,13 +345,12 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
             )
         if current.configs.get("cleanup.policy") != "compact" or missing or recorded.pending(address):
             configs = {**current.configs, **COMPACT, **missing}
-            why = (
-                "must be compacted"
-                if current.configs.get("cleanup.policy") != "compact"
-                else f"min.insync.replicas {missing['min.insync.replicas']} with its {current.replication_factor} replicas"
-                if missing
-                else CONFIRM_PENDING
-            )
+            rf = current.replication_factor
+            why = CONFIRM_PENDING
+            if current.configs.get("cleanup.policy") != "compact":
+                why = "must be compacted"
+            elif missing:
+                why = f"min.insync.replicas {missing['min.insync.replicas']} with its {rf} replicas"
             out.changes.append(
                 ResourceChange(
                     address=address,
