@@ -102,10 +102,23 @@ def make_plan(
 
 
 def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_topic: str = "") -> None:
-    """Refuse a saved plan when the state moved or the resources it touches changed since it was made.
+    """Refuse a saved plan that was edited, made from another desired state, or made before the state moved or
+    the resources it touches changed.
 
     `state_topic` (an internal_topic address) is exempt: taking the lock creates the state topic itself.
     """
+    if not saved.digest or saved.digest != saved.content_digest():
+        raise StalePlanError(
+            "Saved plan was altered after it was made: its changes, digests or state no longer match the plan's "
+            f"digest ({saved.digest or 'missing'}). Nothing was changed. Apply only a plan file exactly as "
+            "`kmirror plan --out` wrote it; run `kmirror plan --out plan.json` again."
+        )
+    if saved.spec_digest != fresh.spec_digest:
+        raise StalePlanError(
+            f"Saved plan is stale: it was made from a desired state with digest {saved.spec_digest}, the file given "
+            f"now has {fresh.spec_digest}. Nothing was changed. Apply the plan with the file it was made from, or "
+            "run `kmirror plan` again and review the new plan."
+        )
     if saved.state.lineage != snapshot.lineage or saved.state.serial != snapshot.serial:
         raise StalePlanError(
             f"Saved plan is stale: it was made against state serial {saved.state.serial} "
@@ -155,7 +168,7 @@ def apply(
         if not plan.has_changes or not confirm(plan):
             return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None
         session = ApplySession(store, snapshot, plan.plan_id, plan.spec_digest, lock.id)
-        executor = Executor(admins, session, job_runner(desired, snapshot.recorded()), progress)
+        executor = Executor(admins, session, job_runner(desired, snapshot.recorded()), progress, guard=lock.check)
         try:
             outcomes = executor.run(plan)
         except BaseException:

@@ -278,7 +278,38 @@ def _cycle_verdict(members: Sequence[FlowSpec]) -> str:
         for a, b in itertools.combinations(members, 2):
             if _provably_disjoint(a.topics.include, b.topics.include):
                 return "safe"
+    for i, flow in enumerate(members):
+        if _cannot_feed(flow, members[(i + 1) % len(members)]):
+            return "safe"  # the names this flow produces are never taken by the next: the cycle is broken here
     return "may-loop"
+
+
+_TOPIC_MARK = "kmirror-topic-mark"
+
+
+def _produced_prefixes(flow: FlowSpec) -> list[str]:
+    """Literal prefixes, one of which every remote topic name `flow` produces starts with."""
+    remote = flow.remote_topic(_TOPIC_MARK)
+    head = remote.split(_TOPIC_MARK, 1)[0] if _TOPIC_MARK in remote else ""
+    if head:
+        return [head]  # prefix naming ("<source>."), or a template with text before the topic
+    # identity (or a template starting with the topic): names start like the topics the flow's filter takes
+    return [literal_text(p) or literal_prefix(p) for p in flow.topics.include]
+
+
+def _cannot_feed(flow: FlowSpec, after: FlowSpec) -> bool:
+    """Whether no name `flow` produces can match a topic filter of `after` (which replicates from its target)."""
+    for produced in _produced_prefixes(flow):
+        for pattern in after.topics.include:
+            literal = literal_text(pattern)
+            if literal is not None:
+                if literal.startswith(produced):
+                    return False
+                continue
+            prefix = literal_prefix(pattern)
+            if prefix.startswith(produced) or produced.startswith(prefix):
+                return False
+    return True
 
 
 def _simulate(members: Sequence[FlowSpec], start: Iterable[str]) -> str:

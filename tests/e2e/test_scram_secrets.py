@@ -122,7 +122,8 @@ def test_scram_path_replicates_and_never_leaks_the_secret(
         raw += b"".join((m.key() or b"") + (m.value() or b"") for m in state.consume(1000, timeout=2))
     state.close()
     assert b"resource/" in raw and scram_secret.encode() not in raw
-    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    job_folder = LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).folder("secure").path
+    written = [p for folder in (tmp_path, job_folder) for p in folder.rglob("*") if p.is_file()]
     assert any(p.name == "driver.log" for p in written)
     for p in written:
         assert scram_secret.encode() not in p.read_bytes(), f"secret written to {p}"
