@@ -14,6 +14,9 @@ import click
 from reconciler import __version__
 from reconciler.errors import KmirrorError
 
+#: Exit code of every error, usage errors included (click's own default for those is 2).
+USAGE_ERROR_EXIT_CODE = 1
+
 #: Options of the `kmirror` group that are also accepted after a command name.
 GLOBAL_FLAGS = ("--debug", "--no-color")
 
@@ -23,8 +26,26 @@ class KmirrorGroup(click.Group):
 
     Anything else that escapes a command is a bug in kmirror, not in the user's input: it also exits 1 with one
     line, and says how to get the traceback. `--debug` re-raises both. Ctrl-C exits 130 without a traceback.
-    Click's own usage errors and exits pass through untouched.
+    Click's usage errors (an unknown option, a bad choice, `--timeout abc`) are shown as click shows them but
+    exit 1, not click's 2: exit code 2 means "changes present" (`plan --detailed-exitcode`) and nothing else,
+    so a drift check never reads a typo as drift.
     """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.ClickException as exc:
+            exc.show()
+            sys.exit(USAGE_ERROR_EXIT_CODE)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(USAGE_ERROR_EXIT_CODE)
+        # Without standalone mode click returns `ctx.exit(code)`'s code (e.g. 0 after --help) or the command's
+        # return value (None): exit with the former, 0 for the latter.
+        sys.exit(result if isinstance(result, int) else 0)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `kmirror plan --debug` works like `kmirror --debug plan`, as kubectl users expect of global flags.
