@@ -14,7 +14,9 @@ from pathlib import Path
 import click
 
 from reconciler import operations
+from reconciler.cli.diagnostics import json_errors
 from reconciler.cli.options import file_option
+from reconciler.cli.planfile import read_plan
 from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome
@@ -54,6 +56,7 @@ def _render(plan: Plan, fmt: str, color: bool) -> str:
 @_target_option
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for each cluster.")
 @click.pass_context
+@json_errors()
 def plan(
     ctx: click.Context, path: str, out: Path | None, fmt: str, detailed_exitcode: bool, targets: tuple[str, ...],
     timeout: float,
@@ -67,6 +70,8 @@ def plan(
       kmirror plan --format markdown > comment.md       # for a pull request
       kmirror plan --detailed-exitcode                   # drift check: exit 2 when anything changed
       kmirror plan --target topic/cloud/                 # only the topics on cluster 'cloud'
+
+    With --format json a failure prints {"ok": false, "diagnostics": [...]} on stdout (and exits 1).
     """
     desired = load(path).state
     with status("Reading the clusters, the state and the jobs"):
@@ -101,7 +106,7 @@ def apply(
       kmirror apply -f kmirror.yaml plan.json         # exactly the reviewed plan; refused if stale
     """
     desired = load(path).state
-    saved = Plan.from_json(planfile.read_text()) if planfile else None
+    saved = read_plan(planfile) if planfile else None
     color = _color(ctx)
     started = time.monotonic()
 

@@ -80,8 +80,10 @@ def _plan(changes: tuple[ResourceChange, ...]) -> Plan:
                 summary=summarize(changes))  # fmt: skip
 
 
-@pytest.mark.parametrize(("changes", "code"), [((), 0), ((ResourceChange(address="topic/c/t", kind=Kind.TOPIC,
-                          action=Action.CREATE, after={"partitions": 1}),), 2)], ids=["no changes", "changes"])  # fmt: skip
+_CREATE = ResourceChange(address="topic/c/t", kind=Kind.TOPIC, action=Action.CREATE, after={"partitions": 1})
+
+
+@pytest.mark.parametrize(("changes", "code"), [((), 0), ((_CREATE,), 2)], ids=["no changes", "changes"])
 def test_detailed_exitcode_is_2_only_for_changes(
     changes: tuple[ResourceChange, ...], code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
