@@ -165,10 +165,10 @@ def resolve_environment(
                 try:
                     text = SecretRef(item).resolve(base_dir, env)
                 except (ValueError, SecretResolutionError) as exc:
-                    hint = ""  # the message says what to export or create
-                    if isinstance(exc, ValueError):
-                        hint = "write ${env:NAME} or ${file:PATH}"
-                    issues.append(SpecIssue(file, mark.line, mark.column, where, str(exc), hint))
+                    message, hint = str(exc), "write ${env:NAME} or ${file:PATH}"
+                    if isinstance(exc, SecretResolutionError) and message.endswith(")") and " (" in message:
+                        message, _, hint = message[:-1].rpartition(" (")  # "X is not set (export X ...)"
+                    issues.append(SpecIssue(file, mark.line, mark.column, where, message, hint))
                     if resolved is not None:
                         resolved[path] = UNRESOLVED
                     continue
