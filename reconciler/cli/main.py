@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from reconciler import __version__
+from reconciler.cli.extras import extra_for, missing_extra_message
 from reconciler.errors import KmirrorError
 
 #: Exit code of every error, usage errors included (click's own default for those is 2).
@@ -25,7 +26,9 @@ class KmirrorGroup(click.Group):
     """Runs every command under one handler: a `KmirrorError` becomes `Error: ...` and exit code 1.
 
     Anything else that escapes a command is a bug in kmirror, not in the user's input: it also exits 1 with one
-    line, and says how to get the traceback. `--debug` re-raises both. Ctrl-C exits 130 without a traceback.
+    line, and says how to get the traceback. A module of an extra that is not installed (pyspark in a plan-only
+    install) is an error naming the extra to install. `--debug` re-raises all of them. Ctrl-C exits 130 without
+    a traceback.
     Click's usage errors (an unknown option, a bad choice, `--timeout abc`) are shown as click shows them but
     exit 1, not click's 2: exit code 2 means "changes present" (`plan --detailed-exitcode`) and nothing else,
     so a drift check never reads a typo as drift.
@@ -64,6 +67,12 @@ class KmirrorGroup(click.Group):
             if _debug(ctx):
                 raise
             click.secho(f"Error: {exc}", err=True, fg="red", color=_color(ctx))
+            sys.exit(1)
+        except ModuleNotFoundError as exc:
+            extra = extra_for(exc)
+            if extra is None or _debug(ctx):
+                raise
+            click.secho(f"Error: {missing_extra_message(str(exc.name), extra)}", err=True, fg="red", color=_color(ctx))
             sys.exit(1)
         except KeyboardInterrupt:
             if _debug(ctx):

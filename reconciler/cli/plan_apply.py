@@ -15,12 +15,13 @@ import click
 
 from reconciler import operations
 from reconciler.cli.diagnostics import json_errors
+from reconciler.cli.extras import require_module
 from reconciler.cli.options import file_option
 from reconciler.cli.planfile import read_plan
 from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome
-from reconciler.plan.definition import Plan
+from reconciler.plan.definition import Action, Kind, Plan
 from reconciler.spec import load
 
 _target_option = click.option(
@@ -30,6 +31,9 @@ _target_option = click.option(
     metavar="ADDRESS",
     help="Only these resources: an address, a prefix ending in '/', or a glob (repeatable).",
 )
+
+
+_DEPLOYS = (Action.CREATE, Action.UPDATE, Action.REPLACE)
 
 
 def _color(ctx: click.Context) -> bool:
@@ -111,6 +115,8 @@ def apply(
     started = time.monotonic()
 
     def confirm(p: Plan) -> bool:
+        if any(c.kind == Kind.JOB and c.action in _DEPLOYS for c in p.changes):
+            require_module("pyspark")  # before anything is changed, not as a failed job after the topics
         click.echo(_render(p, "text", color), nl=False)
         if auto_approve or saved is not None:
             return True
