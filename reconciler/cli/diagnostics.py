@@ -10,10 +10,12 @@ Must not: decide anything about the error (that is the error's own business) or 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import click
@@ -21,6 +23,7 @@ import click
 from reconciler.errors import Diagnostic, KmirrorError
 from reconciler.plan.builder import PlanError
 from reconciler.spec.issues import SpecError, SpecIssue, format_field_path
+from reconciler.spec.loader import LoadedSpec
 
 _ADDRESS = re.compile(r"^((?:topic|internal_topic|acl|job|group_offsets)/[^\s:]+(?::[^\s:]+)*?): (.*)$", re.S)
 _FLOW = re.compile(r"^flow ([A-Za-z0-9][A-Za-z0-9._-]*): (.*)$", re.S)
@@ -55,9 +58,35 @@ def problem_diagnostic(problem: str) -> Diagnostic:
 def diagnostics_of(exc: KmirrorError) -> tuple[Diagnostic, ...]:
     if isinstance(exc, SpecError):
         return tuple(issue_diagnostic(i) for i in exc.issues)
-    if isinstance(exc, PlanError):
-        return tuple(problem_diagnostic(p) for p in exc.problems)
-    return exc.diagnostics()
+    plan_problems = exc.problems if isinstance(exc, PlanError) else None
+    found = exc.diagnostics() if plan_problems is None else tuple(problem_diagnostic(p) for p in plan_problems)
+    spec: LoadedSpec | None = getattr(exc, _SPEC_ATTRIBUTE, None)
+    return found if spec is None else tuple(_locate(d, spec) for d in found)
+
+
+_SPEC_ATTRIBUTE = "kmirror_loaded_spec"
+
+
+@contextmanager
+def located_in(spec: LoadedSpec) -> Iterator[None]:
+    """Errors raised in the block about a cluster get, as diagnostics, the place of its bootstrap_servers."""
+    try:
+        yield
+    except KmirrorError as exc:
+        setattr(exc, _SPEC_ATTRIBUTE, spec)
+        raise
+
+
+def _locate(diagnostic: Diagnostic, spec: LoadedSpec) -> Diagnostic:
+    if diagnostic.file is not None or not (diagnostic.address or "").startswith("cluster/"):
+        return diagnostic
+    path = ("clusters", (diagnostic.address or "").split("/", 1)[1], "bootstrap_servers")
+    if not spec.locations.has(path):
+        return diagnostic
+    mark = spec.locations.value(path)
+    return dataclasses.replace(
+        diagnostic, file=spec.file, line=mark.line, column=mark.column, field=format_field_path(path)
+    )
 
 
 def document(diagnostics: Iterable[Diagnostic], **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from reconciler import operations
-from reconciler.cli.diagnostics import json_errors
+from reconciler.cli.diagnostics import json_errors, located_in
 from reconciler.cli.extras import require_module
 from reconciler.cli.options import file_option
 from reconciler.cli.planfile import read_plan
@@ -77,9 +77,9 @@ def plan(
 
     With --format json a failure prints {"ok": false, "diagnostics": [...]} on stdout (and exits 1).
     """
-    desired = load(path).state
-    with status("Reading the clusters, the state and the jobs"):
-        result = operations.make_plan(desired, targets=targets, timeout=timeout)
+    loaded = load(path)
+    with located_in(loaded), status("Reading the clusters, the state and the jobs"):
+        result = operations.make_plan(loaded.state, targets=targets, timeout=timeout)
     if out is not None:
         out.write_text(result.to_json())
     click.echo(_render(result, fmt, _color(ctx)), nl=False)

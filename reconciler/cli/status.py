@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import click
 
-from reconciler.cli.diagnostics import json_errors
+from reconciler.cli.diagnostics import json_errors, located_in
 from reconciler.cli.options import file_option
 from reconciler.errors import KmirrorError, ManyErrors
 from reconciler.spec import load
@@ -44,10 +44,12 @@ def status(
       kmirror status -f kmirror.yaml --watch 2          # watch lag go to zero
       kmirror status -f kmirror.yaml --timeout 5        # exit 1 if a cluster does not answer in 5 s
     """
-    desired = load(path).state
+    loaded = load(path)
+    desired = loaded.state
     color = sys.stdout.isatty() and not (ctx.obj or {}).get("no_color")
     while True:
-        require_reachable(desired, _clusters_of(desired, flows), timeout)
+        with located_in(loaded):
+            require_reachable(desired, _clusters_of(desired, flows), timeout)
         statuses = status_of(desired, list(flows), timeout=timeout)
         if fmt == "json":
             click.echo(json.dumps({"flows": [s.to_json() for s in statuses]}, indent=2))

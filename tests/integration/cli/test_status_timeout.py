@@ -49,4 +49,8 @@ def test_status_names_the_cluster_that_did_not_answer(
     if fmt == "json":
         (diagnostic,) = json.loads(result.stdout)["diagnostics"]
         assert diagnostic["address"] == "cluster/down" and diagnostic["severity"] == "error"
+        # located at the bootstrap_servers of 'down' in the file: line 2, after 'up's mapping
+        assert (
+            diagnostic["location"].startswith(f"{spec}:2:") and diagnostic["field"] == "clusters.down.bootstrap_servers"
+        )
         assert "did not answer within 3s" in diagnostic["summary"]
