@@ -38,9 +38,16 @@ class KmirrorGroup(click.Group):
         if kwargs.get("standalone_mode", True) is False:
             return super().main(*args, **kwargs)
         kwargs["standalone_mode"] = False
+        argv = list(kwargs.get("args") or (args[0] if args else None) or sys.argv[1:])
         try:
             result = super().main(*args, **kwargs)
         except click.exceptions.ClickException as exc:
+            if _wants_json(argv):  # a script asked for JSON: it gets a document, on stdout, for this error too
+                from reconciler.cli.diagnostics import document, dumps
+                from reconciler.errors import Diagnostic
+
+                hint = "run the command with --help for its options"
+                click.echo(dumps(document([Diagnostic("error", exc.format_message(), hint)])))
             exc.show()
             sys.exit(USAGE_ERROR_EXIT_CODE)
         except click.exceptions.Abort:
@@ -98,6 +105,14 @@ class KmirrorGroup(click.Group):
                 color=_color(ctx),
             )
             sys.exit(1)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--format json` (or `--format=json`) among the arguments of a command that prints JSON errors."""
+    if not {"validate", "plan", "status"} & set(argv):
+        return False
+    pairs = zip(argv, [*argv[1:], ""], strict=True)
+    return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in pairs)
 
 
 def _debug(ctx: click.Context) -> bool:

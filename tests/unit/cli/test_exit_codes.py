@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -96,3 +97,12 @@ def test_detailed_exitcode_is_2_only_for_changes(
     assert result.exit_code == code, result.output
     plain = CliRunner().invoke(main, ["plan", "-f", str(config)])
     assert plain.exit_code == 0, plain.output
+
+
+@pytest.mark.parametrize("command", ["validate", "plan", "status"])
+def test_a_usage_error_with_format_json_still_prints_a_json_document(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--format", "json", "--timeout-typo", "3"])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and "No such option '--timeout-typo'" in doc["diagnostics"][0]["summary"]
+    assert "Usage:" in result.stderr
