@@ -4,6 +4,8 @@ Reads a connect-mirror-maker properties file, MM2 connector JSON configs, or Str
 resources (told apart by content), writes the desired state (to `-o` or stdout), and lists on stderr, as
 warnings, what could not be carried over. The output is validated before it is written, so what comes out is a
 file `kmirror validate` accepts; when it would not be, the error names the input files and the field.
+
+Must not: write a file kmirror would reject, or overwrite one without --force.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ from it) on stdout, or write it to `-o PATH`; `--check` fails when a file on dis
 Writes nowhere unless told: `-o PATH` names the file. kmirror's own repository regenerates its copies with
 `kmirror schema -o schemas/kmirror.schema.json` and `kmirror schema --markdown -o docs/reference.md`, and CI checks
 them with `--check` (whose default paths are those two files).
+
+Must not: write a file nobody named with `-o` (the working directory may be anyone's repository).
 """
 
 from __future__ import annotations

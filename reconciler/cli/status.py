@@ -3,6 +3,8 @@
 Every cluster the chosen flows use is asked for its metadata first, all at once: a cluster that does not
 answer within `--timeout` is an error naming it (exit 1), not a status of empty lags. With `--format json` a
 failure prints the error document of `diagnostics.py`.
+
+Must not: change a cluster or a job; exit 0 when a cluster did not answer.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 With `--format json` it prints one document whether the file is valid or not: `valid`, the file, and every
 error and warning as a diagnostic (see `diagnostics.py`).
+
+Must not: contact a cluster (per-environment `${env:..}` values are resolved, secrets are not).
 """
 
 from __future__ import annotations
