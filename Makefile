@@ -13,7 +13,7 @@ ACTIONLINT := $(VENV)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 $(BIN)/kmirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev,spark]"
 	touch $@
 
 ## setup: the Python environment and every jar (Kafka 3.9 and 4.x, the Spark Kafka connector), fetched once

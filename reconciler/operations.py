@@ -126,6 +126,13 @@ def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_to
             f"(lineage {snapshot.lineage or 'none'}); another apply ran since. Nothing was changed. "
             "Run `kmirror plan` again and review the new plan."
         )
+    if saved.spec_digest != fresh.spec_digest:
+        raise StalePlanError(
+            f"Saved plan is stale: it was made from another desired state (spec digest {saved.spec_digest[:19]}…, "
+            f"now {fresh.spec_digest[:19]}…): the file was edited, or its ${{env:..}} references (bootstrap "
+            "servers, state topic, Spark settings) resolve to another environment's values. Nothing was changed. "
+            "Run `kmirror plan` again with this file and environment, and review the new plan."
+        )
     now = {c.address: c for c in fresh.changes}
     moved = []
     for c in saved.changes:

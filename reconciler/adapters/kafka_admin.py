@@ -410,7 +410,8 @@ def unreachable(cluster: str, bootstrap: str, timeout: float, exc: BaseException
     """The error for a cluster that did not answer, for the admin here and the other clients kmirror opens."""
     return ClusterUnreachableError(
         f"cluster '{cluster}' ({bootstrap}) did not answer within {timeout:.0f}s: {exc}. "
-        "Check its bootstrap_servers and client settings in the desired-state file, and that it is up."
+        "Check its bootstrap_servers and client settings in the desired-state file, and that it is up.",
+        cluster=cluster,
     )
 
 

@@ -56,7 +56,8 @@ class ClusterSpec(SpecModel):
 
     bootstrap_servers: str = Field(
         min_length=1,
-        description="Comma-separated host:port list, e.g. 'localhost:9092,localhost:9093'.",
+        description="Comma-separated host:port list, e.g. 'localhost:9092,localhost:9093', or a list. May be "
+        "${env:NAME} or ${file:PATH} (resolved at load) when it differs per environment.",
     )
     client: ConfigMap = Field(
         default_factory=dict,
