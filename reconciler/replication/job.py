@@ -83,6 +83,8 @@ from reconciler.spec.client_config import java_client_properties, kafka_client_c
 from reconciler.spec.defaults import JOB_MODES
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
+from reconciler.spec.redaction import learn as learn_secrets
+from reconciler.spec.redaction import scrub, scrubbing_log_filter
 from reconciler.spec.secrets import SecretRef
 
 log = logging.getLogger("kmirror.job")
@@ -573,7 +575,7 @@ class StatusFile:
         with self._lock:
             self._data.update(fields, updated_at=time.time())
             tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text(json.dumps(self._data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.write_text(scrub(json.dumps(self._data, indent=2, sort_keys=True)) + "\n", encoding="utf-8")
             tmp.replace(self.path)
 
 
@@ -586,6 +588,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spec = JobSpec.read(args.spec)
+    learn_secrets(spec.effective, base_dir=spec.base_dir)  # the log writer and status.json scrub every one
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(scrubbing_log_filter())
     if spec.digest != args.digest:
         log.error("spec file %s has digest %s, the command line says %s", args.spec, spec.digest, args.digest)
         return 2

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from reconciler.spec.issues import FieldPath, SpecError, SpecIssue, format_field_path, raise_if_errors
 from reconciler.spec.models import DesiredState
+from reconciler.spec.redaction import learn as learn_secrets
 from reconciler.spec.validate import validate_state
 from reconciler.spec.yaml_source import Locations, YamlSyntaxError, parse_yaml
 
@@ -56,6 +57,7 @@ def load(path: str | Path) -> LoadedSpec:
         ) from None
     loaded = load_text(text, file=file)
     state = loaded.state.with_source_path(Path(path).resolve())
+    learn_secrets(state)  # the scrubber now knows every secret value this state can resolve to
     return LoadedSpec(state, loaded.file, loaded.warnings, loaded.locations)
 
 
