@@ -437,6 +437,8 @@ class ReplicationJob:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(f"kmirror-{self.flow.name}")
+        # Kafka options carry credentials and TLS key material; Spark shows options in plans and the UI.
+        builder = builder.config("spark.sql.redaction.options.regex", "(?i)url|password|secret|token|jaas|key|cert")
         # Settings holding references are resolved here rather than passed on spark-submit's command line.
         refs = {k: v for k, v in self.spec.spark.conf.items() if isinstance(v, SecretRef)}
         for key, value in self._resolved(refs).items():
