@@ -90,6 +90,8 @@ from reconciler.spec.client_config import java_client_properties, kafka_client_c
 from reconciler.spec.defaults import JOB_MODES
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
+from reconciler.spec.redaction import learn as learn_secrets
+from reconciler.spec.redaction import scrub, scrubbing_log_filter
 from reconciler.spec.secrets import SecretRef
 
 log = logging.getLogger("kmirror.job")
@@ -516,6 +518,8 @@ class ReplicationJob:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(f"kmirror-{self.flow.name}")
+        # Kafka options carry credentials and TLS key material; Spark shows options in plans and the UI.
+        builder = builder.config("spark.sql.redaction.options.regex", "(?i)url|password|secret|token|jaas|key|cert")
         # Settings holding references are resolved here rather than passed on spark-submit's command line.
         refs = {k: v for k, v in self.spec.spark.conf.items() if isinstance(v, SecretRef)}
         for key, value in self._resolved(refs).items():
@@ -660,7 +664,7 @@ class StatusFile:
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(json.dumps(self._data, indent=2, sort_keys=True) + "\n")
+                out.write(scrub(json.dumps(self._data, indent=2, sort_keys=True)) + "\n")
             tmp.replace(self.path)
 
 
@@ -678,6 +682,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spec = JobSpec.read(args.spec)
+    learn_secrets(spec.effective, base_dir=spec.base_dir)  # the log writer and status.json scrub every one
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(scrubbing_log_filter())
     if spec.digest != args.digest:
         log.error("spec file %s has digest %s, the command line says %s", args.spec, spec.digest, args.digest)
         return 2

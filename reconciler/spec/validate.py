@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from reconciler.spec.client_config import client_problems
 from reconciler.spec.issues import FieldPath, Severity, SpecIssue
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.spec.regex import literal_prefix, literal_text, regex_problems
@@ -72,6 +73,8 @@ def _check_clusters(state: DesiredState, report: _Report) -> None:
                 at_key=True,
             )
         _check_inline_secrets(cluster.client, path, report)
+        for problem in client_problems(cluster.client, cluster.bootstrap_servers):
+            report.add((*path, problem.key), problem.message, problem.hint, at_key=True)
 
 
 def _check_inline_secrets(properties: Mapping[str, object], path: FieldPath, report: _Report) -> None:
