@@ -5,12 +5,21 @@ cluster-mode driver; `parse_status` and `parse_created` read the answers; `RestC
 kill). The driver's state (SUBMITTED, RUNNING, RELAUNCHING, UNKNOWN: active; FINISHED, KILLED, FAILED, ERROR: over)
 is the runner's truth about whether a job runs.
 
+Authentication: a master whose REST server runs Spark's `JWSFilter` (`spark.master.rest.filters`) wants
+`Authorization: Bearer <JWS>` on every request, an HS256 token signed with the filter's base64url key.
+`RestClient(signing_key=...)` signs a fresh token valid for five minutes per request (`jws_token`); the key
+stays in memory and neither it nor a token is ever logged.
+
 Must not: decide anything about a flow; put a resolved secret in a request.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -103,12 +112,36 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+#: How long a signed token is valid (each request signs a new one).
+TOKEN_SECONDS = 300
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def jws_token(key: str, now: float, seconds: int = TOKEN_SECONDS) -> str:
+    """An HS256 JWS (`header.payload.signature`) that Spark's JWSFilter accepts for the base64url `key`."""
+    try:
+        secret = base64.urlsafe_b64decode(key + "=" * (-len(key) % 4))
+    except ValueError as exc:
+        raise JobRunnerError("spark.rest_jws_secret_key is not base64url text (the JWSFilter's secretKey)") from exc
+    if len(secret) < 32:
+        raise JobRunnerError("spark.rest_jws_secret_key must decode to at least 32 bytes (HS256 needs 256 bits)")
+    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    claims = {"sub": "kmirror", "iat": int(now), "exp": int(now) + seconds}
+    payload = _b64url(json.dumps(claims, separators=(",", ":")).encode())
+    signature = hmac.new(secret, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return f"{header}.{payload}.{_b64url(signature)}"
+
+
 class RestClient:
     """The master's REST submission server: create, status, kill. Connection errors are `JobRunnerError`."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, *, signing_key: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._signing_key = signing_key
 
     def create(self, request: Mapping[str, Any]) -> str:
         return parse_created(self._call("POST", "/v1/submissions/create", request))
@@ -121,14 +154,26 @@ class RestClient:
 
     def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json;charset=UTF-8"}
-        )
+        headers = {"Content-Type": "application/json;charset=UTF-8"}
+        if self._signing_key is not None:
+            headers["Authorization"] = f"Bearer {jws_token(self._signing_key, time.time())}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            raw = exc.read()  # the server's error responses are JSON too
+            if exc.code in (401, 403):
+                raise JobRunnerError(
+                    f"the Spark REST submission server {self.url} refused the request (HTTP {exc.code}): "
+                    + (
+                        "the token kmirror signed was not accepted; is spark.rest_jws_secret_key the key of the "
+                        "master's JWSFilter (its param.secretKey)?"
+                        if self._signing_key is not None
+                        else "it requires authentication; set spark.rest_jws_secret_key to a reference to the key of "
+                        "its JWSFilter (its param.secretKey), e.g. ${env:SPARK_REST_JWS_KEY}"
+                    )
+                ) from None
+            raw = exc.read()  # the server's other error responses are JSON too
         except (OSError, ValueError) as exc:
             raise JobRunnerError(
                 f"cannot reach the Spark REST submission server {self.url} ({exc}); is the master running with "

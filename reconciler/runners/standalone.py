@@ -62,6 +62,7 @@ from reconciler.runners.common import (
 from reconciler.runners.rest import DriverStatus, RestClient, create_request
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
+from reconciler.spec.secrets import SecretRef
 
 ENTRY = Path(__file__).parents[1] / "replication" / "standalone_entry.py"
 STOP_FILE = "stop.request"
@@ -134,7 +135,13 @@ class StandaloneRunner:
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
         self.python = python
-        self.rest = RestClient(spark.rest_url, rest_timeout)
+        self.rest_timeout = rest_timeout
+        key = spark.rest_jws_secret_key
+        # Resolved here, kept in memory: the master's JWSFilter key (see rest.py), never written or logged.
+        self._signing_key = (
+            None if key is None else key.resolve(self.base_dir) if isinstance(key, SecretRef) else str(key)
+        )
+        self.rest = self._client(spark.rest_url)
 
     def folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> JobFolder:
         """The flow's folder: where its deployment put it, else beside the keyed checkpoint."""
@@ -173,7 +180,7 @@ class StandaloneRunner:
         for stale in (folder.status, folder.stop):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
-        rest = RestClient(spark.rest_url, self.rest.timeout) if spark.rest_url else self.rest
+        rest = self._client(spark.rest_url) if spark.rest_url else self.rest
         resume = checkpoint_missing(checkpoint, previous) is not False
         request = self.request(flow, spark, folder, spec_digest, checkpoint, resume_from_syncs=resume)
         with folder.log.open("ab") as out:
@@ -346,8 +353,11 @@ class StandaloneRunner:
         """The REST server the driver was submitted to (the spec's rest_url may have moved since)."""
         url = record.get("rest_url")
         if isinstance(url, str) and url.rstrip("/") != self.rest.url:
-            return RestClient(url, self.rest.timeout)
+            return self._client(url)
         return self.rest
+
+    def _client(self, url: str) -> RestClient:
+        return RestClient(url, self.rest_timeout, signing_key=self._signing_key)
 
     def _wait_inactive(self, rest: RestClient, sid: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

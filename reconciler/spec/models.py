@@ -105,6 +105,12 @@ class SparkSpec(SpecModel):
     rest_url: str | None = Field(
         default=None, description="Spark standalone REST submission server, e.g. http://host:6066."
     )
+    rest_jws_secret_key: ConfigValue | None = Field(
+        default=None,
+        description="The key of a master whose REST submission server requires authentication (Spark's JWSFilter: "
+        "spark.master.rest.filters=org.apache.spark.ui.JWSFilter with its param.secretKey): the same base64url "
+        "key, as a reference (${env:..} or ${file:..}). kmirror signs a token valid for five minutes per request.",
+    )
     checkpoint_root: str = Field(
         default=".kmirror/checkpoints",
         description="Where the jobs' Spark checkpoints (their read positions) live, under <state topic>/<flow>: a "

@@ -101,6 +101,13 @@ def _check_state_cluster(state: DesiredState, report: _Report) -> None:
 
 def _check_spark(state: DesiredState, report: _Report) -> None:
     _check_inline_secrets(state.spark.conf, ("spark", "conf"), report)
+    key = state.spark.rest_jws_secret_key
+    if key is not None and not isinstance(key, SecretRef):
+        report.add(
+            ("spark", "rest_jws_secret_key"),
+            "the REST server's signing key is written inline",
+            "reference it instead: rest_jws_secret_key: ${env:SPARK_REST_JWS_KEY} (or ${file:path})",
+        )
     if state.spark.deploy == "standalone" and state.spark.rest_url is None:
         report.add(
             ("spark",),

@@ -192,3 +192,44 @@ def test_the_python_job_dies_with_its_parent_even_when_no_thread_of_it_runs(tmp_
         jvm.kill()
         if process_state(pid) is not None:
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_rest_token_is_an_hs256_jws_the_jwsfilter_verifies_and_expires() -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    from reconciler.runners.rest import jws_token
+
+    key_bytes = bytes(range(32))
+    key = base64.urlsafe_b64encode(key_bytes).rstrip(b"=").decode()
+    token = jws_token(key, 1_000_000.0)
+    header, payload, signature = token.split(".")
+
+    def decode(part: str) -> bytes:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+    assert json.loads(decode(header)) == {"alg": "HS256", "typ": "JWT"}
+    claims = json.loads(decode(payload))
+    assert claims["exp"] - claims["iat"] == 300 and claims["iat"] == 1_000_000
+    expected = hmac.new(key_bytes, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    assert decode(signature) == expected
+    with pytest.raises(JobRunnerError, match="at least 32 bytes"):
+        jws_token(base64.urlsafe_b64encode(b"short").decode(), 0)
+
+
+def test_an_inline_rest_signing_key_is_refused_and_a_reference_is_resolved_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.spec.issues import SpecError
+
+    inline = SPEC.replace("  checkpoint_root:", "  rest_jws_secret_key: c2VjcmV0\n  checkpoint_root:")
+    with pytest.raises(SpecError, match="signing key is written inline"):
+        load_text(inline)
+    monkeypatch.setenv("KM_REST_KEY", "k" * 43)
+    ref = SPEC.replace("  checkpoint_root:", '  rest_jws_secret_key: "${env:KM_REST_KEY}"\n  checkpoint_root:')
+    desired = load_text(ref).state.with_source_path(tmp_path / "kmirror.yaml")
+    runner = runner_for(desired).primary
+    assert isinstance(runner, StandaloneRunner)
+    assert "k" * 43 not in json.dumps(desired.model_dump(mode="json"))
+    assert runner.rest._signing_key == "k" * 43
