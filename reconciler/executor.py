@@ -91,6 +91,10 @@ class JobRunner(Protocol):
         """Stop `old`'s job gracefully; `new`'s next deploy starts on its checkpoint (a renamed flow)."""
         ...
 
+    def forget(self, flow: str) -> None:
+        """Drop a stopped job's checkpoint and record: the flow was removed; added back, it starts afresh."""
+        ...
+
 
 @dataclass(frozen=True)
 class ChangeOutcome:
@@ -326,6 +330,8 @@ class Executor:
             try:
                 if c.action == Action.DELETE:
                     self.runner.stop(flow)
+                    if (c.before or {}).get("removed"):
+                        self.runner.forget(flow)  # the flow is gone from the file: added back, it starts afresh
                 else:
                     after = c.after or {}
                     if after.get("operation") == "move":

@@ -115,6 +115,7 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
 
     gone = {r.attributes.get("flow", r.address.split("/", 1)[1]) for r in recorded.of_kind(Kind.JOB)}
     gone |= {name for name, info in jobs.jobs.items() if info.running is not False}
+    declared = {f.name for f in desired.flows}
     for name in sorted(gone - enabled - moved):
         address = job_address(name)
         info = jobs.jobs.get(name)
@@ -124,14 +125,25 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
         if not desired.prune.jobs:
             out.warnings.append(f"{address}: the flow is gone or disabled; its job is kept because prune.jobs is off.")
             continue
+        removed = name not in declared
         out.changes.append(
             ResourceChange(
                 address=address,
                 kind=Kind.JOB,
                 action=Action.DELETE,
-                before=None if info is None else {"running": info.running, "spec_digest": info.spec_digest},
+                before={
+                    "running": None if info is None else info.running,
+                    "spec_digest": None if info is None else info.spec_digest,
+                    "removed": removed,
+                },
                 after=None,
-                reason="flow removed or disabled: stop the job gracefully (finishes the batch in flight)",
+                reason=(
+                    "flow removed: stop the job gracefully and forget its checkpoint (the flow added back starts "
+                    "afresh from start_from)"
+                    if removed
+                    else "flow disabled: stop the job gracefully (finishes the batch in flight); enabled again, it "
+                    "resumes from its checkpoint"
+                ),
             )
         )
     return out

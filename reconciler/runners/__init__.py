@@ -68,6 +68,11 @@ class FlowRunners:
     def stop(self, flow: str) -> None:
         self._runner_of(flow).stop(flow)
 
+    def forget(self, flow: str) -> None:
+        """A removed flow's stopped job: its checkpoint and its folder's record go, so added back it starts afresh."""
+        self._runner_of(flow).forget(flow)
+        self.deployments.pop(flow, None)
+
     def move(self, old: str, new: str) -> None:
         """A renamed flow: stop `old`'s job gracefully; `new`'s next deploy starts on `old`'s checkpoint."""
         record = self.deployments.get(old) or {}

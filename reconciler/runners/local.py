@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,6 +216,19 @@ class LocalRunner:
             self._wait_exit(job.pid, 15)
         folder = self.folder(flow)
         write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
+
+    def forget(self, flow: str) -> None:
+        """Delete the stopped job's checkpoint (a local path) and its folder's runner record: the flow is gone."""
+        previous = self._previous(flow)
+        if not previous:
+            return
+        folder = self.folder(flow)
+        checkpoint = previous.get("checkpoint")
+        if isinstance(checkpoint, str) and "://" not in checkpoint:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            folder.runner.unlink()
+        self.deployments.pop(flow, None)
 
     # -- the planner's input --------------------------------------------------------------------------------
     def status(self) -> JobStatus:

@@ -35,6 +35,7 @@ Must not: decide whether a job should run (the planner does), or touch another f
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -224,6 +225,19 @@ class StandaloneRunner:
             if not self._wait_inactive(rest, sid, 30):
                 raise JobRunnerError(f"the driver {sid} of flow {flow} did not stop after a kill request to {rest.url}")
         write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
+
+    def forget(self, flow: str) -> None:
+        """Delete the stopped job's checkpoint (a local path) and its folder's runner record: the flow is gone."""
+        previous = self._previous(flow)
+        if not previous:
+            return
+        folder = self.folder(flow, previous)
+        checkpoint = previous.get("checkpoint")
+        if isinstance(checkpoint, str) and "://" not in checkpoint:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            folder.runner.unlink()
+        self.deployments.pop(flow, None)
 
     # -- the planner's input --------------------------------------------------------------------------------
     def status(self) -> JobStatus:

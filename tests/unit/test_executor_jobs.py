@@ -31,6 +31,9 @@ class FakeRunner:
     def move(self, old: str, new: str) -> None:
         self.calls.append(("move", old, new))
 
+    def forget(self, flow: str) -> None:
+        self.calls.append(("forget", flow))
+
 
 class FakeRecorder:
     def __init__(self) -> None:
@@ -84,3 +87,17 @@ def test_a_renamed_flow_stops_the_old_job_deploys_the_new_one_and_forgets_the_ol
     by_address = {e[0]: e for e in recorder.entries}
     assert (by_address["job/g"][2] or {})["deployment"]["checkpoint"] == "/cp/g"
     assert by_address["job/f"][2] is None and by_address["job/f"][5] == "moved to job/g"
+
+
+def test_a_removed_flows_job_is_stopped_then_forgotten_and_a_disabled_ones_only_stopped() -> None:
+    ds = load_text(FILE.format(name="f", moved="")).state
+    record = ("job/f", "job", {"flow": "f", "spec_digest": ds.flow_digest("f"), "spec": ds.flow_effective_spec("f")})
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    disabled = load_text(FILE.format(name="f", moved="").replace("topics:", "enabled: false, topics:")).state
+    runner = FakeRunner()
+    Executor({}, FakeRecorder(), runner).run(plan(disabled, lv, owned("src.orders", extra=(record,)), running(ds, "f")))
+    assert runner.calls == [("stop", "f")]
+    removed = load_text(FILE.format(name="g", moved="")).state  # f is gone from the file
+    runner = FakeRunner()
+    Executor({}, FakeRecorder(), runner).run(plan(removed, lv, owned("src.orders", extra=(record,)), running(ds, "f")))
+    assert runner.calls[:2] == [("stop", "f"), ("forget", "f")]

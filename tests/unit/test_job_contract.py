@@ -86,3 +86,16 @@ def test_records_deleted_before_they_were_copied_are_counted_once() -> None:
     m.observe_source_ends({("t", 1): 5})  # the topic was deleted and re-created: its offsets went back
     assert m.observe_source_starts({("t", 1): 0}) == ["t[1]: offsets went back from 50 to 5 (topic re-created?)"]
     assert m.data_loss_events == 2
+
+
+def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_path: Path) -> None:
+    from reconciler.runners import LocalRunner
+    from reconciler.runners.common import write_json
+
+    runner = LocalRunner(tmp_path, state_topic="st", root=tmp_path / "home")
+    checkpoint = tmp_path / "cp" / "st" / "f" / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    write_json(runner.folder("f").runner, {"runner": "local", "pid": 999_999_999, "checkpoint": str(checkpoint)})
+    runner.forget("f")
+    assert not checkpoint.exists() and not runner.folder("f").runner.exists()
+    assert runner.job("f") is None  # added back, the flow is deployed afresh

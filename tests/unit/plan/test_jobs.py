@@ -62,6 +62,7 @@ def test_removed_flow_stops_its_job_when_prune_jobs_allows() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
     assert change.action == Action.DELETE
+    assert (change.before or {})["removed"] is False  # disabled: enabled again, it resumes from its checkpoint
     kept = plan(
         desired("enabled: false\n" + FLOW, prune="prune: {jobs: false}"), lv, owned("src.orders"), running(gone, "f")
     )
@@ -150,3 +151,19 @@ def test_a_move_whose_old_flow_was_never_deployed_is_a_plain_deploy() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(_renamed(), lv, owned("src.orders"), JobStatus()))["job/g"]
     assert change.action == Action.CREATE and (change.after or {})["operation"] == "deploy"
+
+
+def test_a_flow_removed_from_the_file_has_its_job_stopped_and_its_checkpoint_forgotten() -> None:
+    """Added back (its remote topics maybe pruned meanwhile), it is a new flow: it starts from start_from."""
+    gone = desired(FLOW)
+    ds = load_text("""
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+""").state
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
+    assert change.action == Action.DELETE and (change.before or {})["removed"] is True
+    assert "forget its checkpoint" in change.reason
