@@ -165,7 +165,7 @@ def resolve_environment(
                 where = path if index is None else (*path, index)
                 mark = locations.value(where)
                 try:
-                    text = SecretRef(item).resolve(base_dir, env)
+                    text = SecretRef(item).resolve(base_dir, env, secret=False)  # not a secret: keep it visible
                 except (ValueError, SecretResolutionError) as exc:
                     message, hint = str(exc), "write ${env:NAME} or ${file:PATH}"
                     if isinstance(exc, SecretResolutionError) and message.endswith(")") and " (" in message:

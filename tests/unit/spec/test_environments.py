@@ -83,3 +83,20 @@ def test_aliases_and_flow_names_stay_literal() -> None:
     text = "version: 1\nclusters: {a: {bootstrap_servers: 'a:1'}}\nstate: {cluster: '${env:STATE_CLUSTER}'}\n"
     with pytest.raises(SpecError):
         load_text(text, environ={"STATE_CLUSTER": "a"})
+
+
+def test_per_environment_values_stay_visible_while_secrets_are_scrubbed(tmp_path: Path) -> None:
+    """Bootstrap servers and the state topic are no secrets: plans and messages must keep showing them."""
+    from reconciler.spec.redaction import forget_all, scrub
+
+    forget_all()
+    try:
+        environ = {"ONPREM_BOOTSTRAP": "onprem-kafka:9092", "ENVIRONMENT": "prd", "CLOUD_PASSWORD": "pw-0123456789"}
+        loaded = load(_write(tmp_path, "cloud-kafka:9092"), environ=environ)
+        from reconciler.spec.redaction import learn
+
+        learn(loaded.state, environ=environ)
+        text = "onprem-kafka:9092 cloud-kafka:9092 _kmirror.state-prd password pw-0123456789"
+        assert scrub(text) == "onprem-kafka:9092 cloud-kafka:9092 _kmirror.state-prd password ***"
+    finally:
+        forget_all()
