@@ -13,10 +13,12 @@ import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
+from reconciler.jobcontract.status import read_report
+from reconciler.plan.inputs import JobInfo
 from reconciler.spec.models import SparkSpec
 from reconciler.spec.secrets import SecretRef
 
@@ -83,6 +85,45 @@ def checkpoint_missing(checkpoint: str, previous: Mapping[str, Any] | None) -> b
         return None  # hdfs:, s3a:, ...: the job checks it itself when it starts
     path = Path(checkpoint.removeprefix("file://").removeprefix("file:"))
     return not (path / "offsets").is_dir()
+
+
+class ReportedJob(Protocol):
+    """What both runners know of a job (`LocalJob`, `StandaloneJob`)."""
+
+    @property
+    def folder(self) -> Path: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def digest(self) -> str | None: ...
+    @property
+    def state(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def checkpoint(self) -> str | None: ...
+
+
+def job_info(
+    flow: str, job: ReportedJob, previous: Mapping[str, Any], kind: str, detail: str, host: str | None
+) -> JobInfo:
+    """The planner's view of a job: the runner's answer plus what the job's status record says of itself."""
+    report = read_report(job.folder / "status.json")
+    missing = checkpoint_missing(job.checkpoint, previous) if job.checkpoint and not job.running else False
+    return JobInfo(
+        flow,
+        job.running,
+        job.digest,
+        kind,
+        detail,
+        state=job.state,
+        restarts=int(report.get("restarts") or 0),
+        last_error=job.error,
+        data_loss_records=int(report.get("data_loss_records") or 0),
+        checkpoint=job.checkpoint,
+        checkpoint_missing=missing,
+        host=host,
+    )
 
 
 def spark_value(value: Any) -> str:

@@ -51,6 +51,7 @@ from reconciler.runners.common import (
     alive,
     checkpoint_for,
     checkpoint_missing,
+    job_info,
     job_jars,
     now,
     read_json,
@@ -256,24 +257,7 @@ class LocalRunner:
                 host=host,
             )
         job = self.job(flow)
-        if job is None:
-            return None
-        report = read_report(job.folder / "status.json")
-        missing = checkpoint_missing(job.checkpoint, previous) if job.checkpoint and not job.running else False
-        return JobInfo(
-            flow,
-            job.running,
-            job.digest,
-            self.kind,
-            _detail(job),
-            state=job.state,
-            restarts=int(report.get("restarts") or 0),
-            last_error=job.error,
-            data_loss_records=int(report.get("data_loss_records") or 0),
-            checkpoint=job.checkpoint,
-            checkpoint_missing=missing,
-            host=HOST,
-        )
+        return None if job is None else job_info(flow, job, previous, self.kind, _detail(job), HOST)
 
     def job(self, flow: str) -> LocalJob | None:
         folder = self.folder(flow)

@@ -52,6 +52,7 @@ from reconciler.runners.common import (
     checkpoint_for,
     checkpoint_missing,
     folder_of,
+    job_info,
     job_jars,
     now,
     read_json,
@@ -257,22 +258,8 @@ class StandaloneRunner:
         job = self.job(flow, strict=True)
         if job is None:
             return None
-        report = read_report(job.folder / "status.json")
-        missing = checkpoint_missing(job.checkpoint, previous) if job.checkpoint and not job.running else False
-        return JobInfo(
-            flow,
-            job.running,
-            job.digest,
-            self.kind,
-            _detail(job),
-            state=job.state,
-            restarts=int(report.get("restarts") or 0),
-            last_error=job.error,
-            data_loss_records=int(report.get("data_loss_records") or 0),
-            checkpoint=job.checkpoint,
-            checkpoint_missing=missing,
-            host=job.driver.host if job.driver is not None else None,
-        )
+        host = job.driver.host if job.driver is not None else None
+        return job_info(flow, job, previous, self.kind, _detail(job), host)
 
     def job(self, flow: str, *, strict: bool = False) -> StandaloneJob | None:
         """The flow's `StandaloneJob`, None if never deployed.
