@@ -43,10 +43,9 @@ test: lint
 test-unit: setup
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
-## demo: two local clusters (Kafka 3.9 source, 4.x target), then kmirror on them
+## demo: two local clusters (Kafka 3.9 source, 4.x target), then plan, apply and replicate on them (`kmirror dev demo`)
 demo: setup
-	$(BIN)/kmirror dev up
-	$(BIN)/kmirror dev status
+	$(BIN)/kmirror dev demo
 
 demo-down:
 	$(BIN)/kmirror dev down

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.devenv import dev_clusters
+from reconciler.devenv import dev_clusters, kafka_local
 from reconciler.devenv.kafka_local import BrokerOptions
 
 _root_option = click.option(
@@ -34,18 +34,31 @@ def dev() -> None:
 @dev.command()
 @_root_option
 @click.option("--authorizer", is_flag=True, help="Turn on StandardAuthorizer (super users ANONYMOUS, admin).")
-def up(root: Path | None, authorizer: bool) -> None:
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="Add an SSL listener that requires client certificates, with a private CA made for the clusters "
+    "(PEM files under ROOT/tls; `dev status --format json` names them).",
+)
+def up(root: Path | None, authorizer: bool, tls: bool) -> None:
     """Start both clusters (a no-op for one that already runs).
 
     \b
     Example:
       kmirror dev up && kmirror dev status --format json
+      kmirror dev up --tls   # plus an mTLS listener: see "tls" in `kmirror dev status --format json`
     """
     root = (root or dev_clusters.dev_root()).resolve()
     started = time.monotonic()
-    clusters = dev_clusters.up(root, BrokerOptions(authorizer=authorizer))
+    material = kafka_local.ensure_tls_material(root / "tls") if tls else None
+    clusters = dev_clusters.up(root, BrokerOptions(authorizer=authorizer, tls=material))
     for c in clusters:
         click.echo(f"{c.name:<7} Kafka {c.version:<6} {c.bootstrap_servers}  (logs: {c.log_dir})")
+        if c.tls_bootstrap_servers:
+            click.echo(
+                f"{'':<7} TLS (client certificate required) on {c.tls_bootstrap_servers}; "
+                "`kmirror dev status --format json` names the CA and client PEM files"
+            )
     click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
 
 
@@ -92,9 +105,10 @@ def down(root: Path | None) -> None:
     """
     root = (root or dev_clusters.dev_root()).resolve()
     from reconciler.devenv.demo import demo_dir
-    from reconciler.replication.runners import LocalRunner
+    from reconciler.runners import LocalRunner
+    from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 
-    runner = LocalRunner(demo_dir(root))
+    runner = LocalRunner(demo_dir(root), state_topic=DEFAULT_STATE_TOPIC)  # the demo's file names no state topic
     for flow, info in runner.status().jobs.items():
         if info.running:
             runner.stop(flow)
@@ -115,14 +129,24 @@ def status(root: Path | None, fmt: str) -> None:
     """
     statuses = dev_clusters.status((root or dev_clusters.dev_root()).resolve())
     if fmt == "json":
-        doc = {
+        doc: dict[str, dict[str, dict[str, object]]] = {
             "clusters": {
                 s.name: {"bootstrap_servers": s.bootstrap_servers, "kafka_version": s.version, "running": s.running}
                 for s in statuses
             }
         }
+        _add_tls(doc, (root or dev_clusters.dev_root()).resolve())
         click.echo(json.dumps(doc, indent=2))
         return
     for s in statuses:
         state = click.style("running", fg="green") if s.running else click.style("stopped", fg="yellow")
         click.echo(f"{s.name:<7} Kafka {s.version:<6} {s.bootstrap_servers or '-':<20} {state}")
+
+
+def _add_tls(doc: dict[str, dict[str, dict[str, object]]], root: Path) -> None:
+    """Per cluster started with `--tls`: its TLS listener and the PEM files a client needs for it."""
+    for name, entry in doc["clusters"].items():
+        record = kafka_local.read_record(root / name)
+        tls = kafka_local.tls_status(record) if record else None
+        if tls:
+            entry["tls"] = tls

@@ -2,10 +2,16 @@
 
 Commands live one concern per module (`dev.py`, `validate.py`, ...) and are added in `_register()` below.
 Core code never prints: commands render through `reconciler.cli.console`.
+
+The group is also the secrets boundary: stdout and stderr pass through the scrubber (`spec.redaction`), which
+knows every secret value resolved in this process (the loader teaches it the desired state's), so no output or
+error message, librdkafka's and Java's included, carries one; and every file kmirror creates is private to its
+user (umask 077), as a log, a plan or a job folder may hold what a broker echoed back.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -14,6 +20,7 @@ import click
 from reconciler import __version__
 from reconciler.cli.extras import extra_for, missing_extra_message
 from reconciler.errors import KmirrorError
+from reconciler.spec.redaction import ScrubbingStream, scrub
 
 #: Exit code of every error, usage errors included (click's own default for those is 2).
 USAGE_ERROR_EXIT_CODE = 1
@@ -66,6 +73,11 @@ class KmirrorGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        os.umask(0o077)
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if not isinstance(stream, ScrubbingStream):
+                setattr(sys, name, ScrubbingStream(stream))
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -73,7 +85,7 @@ class KmirrorGroup(click.Group):
         except KmirrorError as exc:
             if _debug(ctx):
                 raise
-            click.secho(f"Error: {exc}", err=True, fg="red", color=_color(ctx))
+            click.secho(scrub(f"Error: {exc}"), err=True, fg="red", color=_color(ctx))
             sys.exit(1)
         except ModuleNotFoundError as exc:
             extra = extra_for(exc)
@@ -97,8 +109,8 @@ class KmirrorGroup(click.Group):
             if _debug(ctx):
                 raise
             click.secho(
-                f"Error: unexpected {type(exc).__name__}: {exc}\n"
-                "This is a bug in kmirror. Run the command again with `kmirror --debug ...` for the traceback and "
+                scrub(f"Error: unexpected {type(exc).__name__}: {exc}\n")
+                + "This is a bug in kmirror. Run the command again with `kmirror --debug ...` for the traceback and "
                 "report it with that output.",
                 err=True,
                 fg="red",

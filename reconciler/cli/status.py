@@ -107,6 +107,10 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             facts.append(f"last batch {s.seconds_since_last_batch:.0f}s ago")
         if s.heartbeat_age_ms is not None:
             facts.append(f"newest heartbeat on target {s.heartbeat_age_ms / 1000:.1f}s old")
+        if s.restarts:
+            facts.append(f"{s.restarts} restart(s)" + (f", last error: {s.last_error}" if s.last_error else ""))
+        if s.data_loss_records:
+            facts.append(f"{s.data_loss_records:,} records deleted on the source before they were copied")
         if facts:
             out.append("  " + ", ".join(facts))
         if s.metrics_url:

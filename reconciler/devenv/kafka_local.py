@@ -6,6 +6,12 @@ a no-op for a cluster that already runs and answers; `stop` ends the whole proce
 
 Used by `kmirror dev up|down|status` and by the test fixtures alike, so both run brokers the same way.
 No Docker: the broker is `java -cp <jars> kafka.Kafka server.properties`.
+
+TLS (`BrokerOptions.tls`, from `ensure_tls_material`): one private CA per root folder (made with `openssl`), a
+server certificate for 127.0.0.1/localhost and a client certificate. It adds an `SSL` listener that requires a
+client certificate (mTLS), and with SCRAM users or `oauth` a `SASL_SSL` listener (server-authenticated TLS) for
+SCRAM-SHA-256/512 and unsecured-JWT OAUTHBEARER. The PLAINTEXT listener stays, for the broker's own use and
+the readiness check; a client configured for TLS never sees its port.
 """
 
 from __future__ import annotations
@@ -38,11 +44,15 @@ class BrokerOptions:
     `authorizer` turns on KRaft's StandardAuthorizer; the PLAINTEXT listener's ANONYMOUS principal and
     `User:admin` are super users, so kmirror's admin client keeps working while other principals are checked.
     `scram_users` adds a SASL_PLAINTEXT listener with SCRAM-SHA-256/512 and creates those users at format time.
+    `tls` adds the mTLS `SSL` listener, and (with `scram_users` or `oauth`) a `SASL_SSL` listener; `oauth` enables
+    unsecured-JWT OAUTHBEARER on it (on the SASL_PLAINTEXT listener without `tls`).
     """
 
     authorizer: bool = False
     scram_users: tuple[tuple[str, str], ...] = ()
     heap: str = "768m"
+    tls: TlsMaterial | None = None
+    oauth: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,9 @@ class LocalCluster:
     pid: int | None = None
     authorizer: bool = False
     started_at: float = field(default=0.0)
+    tls_port: int | None = None
+    sasl_ssl_port: int | None = None
+    tls_dir: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -66,6 +79,14 @@ class LocalCluster:
     @property
     def sasl_bootstrap_servers(self) -> str | None:
         return f"{LOOPBACK}:{self.sasl_port}" if self.sasl_port else None
+
+    @property
+    def tls_bootstrap_servers(self) -> str | None:
+        return f"{LOOPBACK}:{self.tls_port}" if self.tls_port else None
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str | None:
+        return f"{LOOPBACK}:{self.sasl_ssl_port}" if self.sasl_ssl_port else None
 
     @property
     def log_dir(self) -> Path:
@@ -102,9 +123,12 @@ def start(
     libs = jars.kafka_libs(version)
     (home / "logs").mkdir(parents=True, exist_ok=True)
 
-    port, controller_port, sasl_port = _ports(previous, preferred_port, bool(options.scram_users))
+    port, controller_port, sasl_port = _ports(previous, preferred_port, bool(options.scram_users) or options.oauth)
+    tls_port, sasl_ssl_port = _tls_ports(previous, options, {port, controller_port, sasl_port or 0})
     config = home / "server.properties"
-    config.write_text(_server_properties(home, port, controller_port, sasl_port, options))
+    config.write_text(
+        _with_tls(_server_properties(home, port, controller_port, sasl_port, options), tls_port, sasl_ssl_port, options)
+    )
     _write_log_config(home, version)
     if not (home / "data" / "meta.properties").exists():
         _format_storage(libs, home, config, options)
@@ -119,6 +143,7 @@ def start(
     cluster = LocalCluster(
         name=name, version=version, home=str(home), port=port, controller_port=controller_port,
         sasl_port=sasl_port, pid=proc.pid, authorizer=options.authorizer, started_at=time.time(),
+        tls_port=tls_port, sasl_ssl_port=sasl_ssl_port, tls_dir=options.tls.folder if options.tls else None,
     )  # fmt: skip
     (home / _RECORD).write_text(json.dumps(asdict(cluster), indent=2) + "\n")
     _wait_ready(cluster, proc, timeout)
@@ -346,3 +371,152 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+# -- TLS --------------------------------------------------------------------------------------------------------
+
+TLS_CLIENT_CN = "kmirror-client"
+
+
+@dataclass(frozen=True)
+class TlsMaterial:
+    """PEM files of a private CA, the brokers' certificate and a client certificate (keys unencrypted, PKCS#8)."""
+
+    folder: str
+
+    @property
+    def ca_pem(self) -> str:
+        return str(Path(self.folder) / "ca.pem")
+
+    @property
+    def server_bundle_pem(self) -> str:
+        """The broker's key and certificate chain in one file, as Kafka's PEM keystore wants them."""
+        return str(Path(self.folder) / "server-bundle.pem")
+
+    @property
+    def client_cert_pem(self) -> str:
+        return str(Path(self.folder) / "client.pem")
+
+    @property
+    def client_key_pem(self) -> str:
+        return str(Path(self.folder) / "client.key")
+
+
+def ensure_tls_material(folder: Path, days: int = 825) -> TlsMaterial:
+    """A CA, a server certificate (127.0.0.1, localhost) and a client certificate in `folder`, made with openssl
+    the first time and reused after (clients keep trusting the same CA across `dev up`). Keys are 0600."""
+    folder = folder.resolve()
+    material = TlsMaterial(str(folder))
+    wanted = (material.ca_pem, material.server_bundle_pem, material.client_cert_pem, material.client_key_pem)
+    if all(Path(p).exists() for p in wanted):
+        return material
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ca_key, server_key = folder / "ca.key", folder / "server.key"
+    _openssl(
+        folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", material.ca_pem,
+        "-days", str(days), "-subj", "/CN=kmirror dev CA",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+    )  # fmt: skip
+    for key, cert, cn, extensions in (
+        (server_key, folder / "server.pem", "localhost",
+         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"),
+        (Path(material.client_key_pem), Path(material.client_cert_pem), TLS_CLIENT_CN,
+         "extendedKeyUsage=clientAuth\n"),
+    ):  # fmt: skip
+        csr, ext = folder / f"{cert.stem}.csr", folder / f"{cert.stem}.ext"
+        ext.write_text(extensions)
+        _openssl(
+            folder, "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", f"/CN={cn}"
+        )
+        _openssl(
+            folder, "x509", "-req", "-in", csr, "-CA", material.ca_pem, "-CAkey", ca_key, "-CAcreateserial",
+            "-out", cert, "-days", str(days), "-sha256", "-extfile", ext,
+        )  # fmt: skip
+        csr.unlink()
+        ext.unlink()
+    bundle = Path(material.server_bundle_pem)
+    bundle.write_text(server_key.read_text() + (folder / "server.pem").read_text() + Path(material.ca_pem).read_text())
+    for private in (ca_key, server_key, bundle, Path(material.client_key_pem)):
+        private.chmod(0o600)
+    return material
+
+
+def _openssl(cwd: Path, *args: object) -> None:
+    try:
+        result = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True, cwd=cwd, check=False)
+    except FileNotFoundError:
+        raise DevEnvError("openssl is not installed; it makes the CA and certificates for --tls") from None
+    if result.returncode != 0:
+        raise DevEnvError(f"openssl {args[0]} failed while making TLS certificates in {cwd}:\n{result.stderr}")
+
+
+def _tls_ports(previous: LocalCluster | None, options: BrokerOptions, taken: set[int]) -> tuple[int | None, int | None]:
+    """The SSL (mTLS) and SASL_SSL ports: the previous run's if still free, else any free loopback port."""
+    if options.tls is None:
+        return None, None
+    tls_port = _pick_port(previous.tls_port if previous else None, taken)
+    if not (options.scram_users or options.oauth):
+        return tls_port, None
+    return tls_port, _pick_port(previous.sasl_ssl_port if previous else None, {*taken, tls_port})
+
+
+def _with_tls(properties: str, tls_port: int | None, sasl_ssl_port: int | None, options: BrokerOptions) -> str:
+    """`server.properties` text with the TLS listeners and OAUTHBEARER added (later keys override earlier ones)."""
+    lines = dict(line.split("=", 1) for line in properties.splitlines() if "=" in line)
+    extra: dict[str, str] = {}
+    oauth_jaas = f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{ADMIN_USER}";'
+    if options.oauth and "sasl.enabled.mechanisms" in lines and sasl_ssl_port is None:
+        extra["sasl.enabled.mechanisms"] = lines["sasl.enabled.mechanisms"] + ",OAUTHBEARER"
+        extra["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = oauth_jaas
+    tls = options.tls
+    if tls is None or tls_port is None:
+        return properties + "".join(f"{k}={v}\n" for k, v in extra.items())
+    listeners, advertised = [lines["listeners"]], [lines["advertised.listeners"]]
+    protocols = [lines["listener.security.protocol.map"]]
+    listeners.append(f"SSL://{LOOPBACK}:{tls_port}")
+    advertised.append(f"SSL://{LOOPBACK}:{tls_port}")
+    protocols.append("SSL:SSL")
+    extra.update(
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": tls.server_bundle_pem,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": tls.ca_pem,
+            "listener.name.ssl.ssl.client.auth": "required",
+        }
+    )
+    if sasl_ssl_port is not None:
+        listeners.append(f"SASL_SSL://{LOOPBACK}:{sasl_ssl_port}")
+        advertised.append(f"SASL_SSL://{LOOPBACK}:{sasl_ssl_port}")
+        protocols.append("SASL_SSL:SASL_SSL")
+        mechanisms = (["SCRAM-SHA-256", "SCRAM-SHA-512"] if options.scram_users else []) + (
+            ["OAUTHBEARER"] if options.oauth else []
+        )
+        extra["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        extra["listener.name.sasl_ssl.ssl.client.auth"] = "none"
+        for mech in ("scram-sha-256", "scram-sha-512") if options.scram_users else ():
+            extra[f"listener.name.sasl_ssl.{mech}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+        if options.oauth:
+            extra["listener.name.sasl_ssl.oauthbearer.sasl.jaas.config"] = oauth_jaas
+    extra["listeners"] = ",".join(listeners)
+    extra["advertised.listeners"] = ",".join(advertised)
+    extra["listener.security.protocol.map"] = ",".join(protocols)
+    return properties + "".join(f"{k}={v}\n" for k, v in extra.items())
+
+
+_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+def tls_status(cluster: LocalCluster) -> dict[str, str] | None:
+    """What `kmirror dev status --format json` shows of a cluster's TLS listener: where, and the PEM files."""
+    if not cluster.tls_port or not cluster.tls_dir:
+        return None
+    tls = TlsMaterial(cluster.tls_dir)
+    return {
+        "bootstrap_servers": f"{LOOPBACK}:{cluster.tls_port}",
+        "ca_pem": tls.ca_pem,
+        "client_cert_pem": tls.client_cert_pem,
+        "client_key_pem": tls.client_key_pem,
+    }

@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -424,10 +425,37 @@ def _cluster(alias: str, props: Mapping[str, str], out: _Translation, origin: st
             out.notes.append(f"clusters.{alias}.client.{key}: secret not copied; set {variable}")
         else:
             client[key] = value
+    _pem_for_librdkafka(alias, client, out)
     cluster: dict[str, Any] = {"bootstrap_servers": servers}
     if client:
         cluster["client"] = client
     return cluster
+
+
+def _pem_for_librdkafka(alias: str, client: dict[str, Any], out: _Translation) -> None:
+    """MM2 configs name Java keystores, which librdkafka (kmirror's CLI) cannot read: point librdkafka at PEM or
+    PKCS12 files made from them (the note says how), and keep the Java keys for the Spark job."""
+    truststore = client.get("ssl.truststore.location")
+    if (
+        truststore
+        and str(client.get("ssl.truststore.type", "JKS")).upper() != "PEM"
+        and "ssl.ca.location" not in client
+    ):
+        ca = str(Path(str(truststore)).with_suffix("")) + "-ca.pem"
+        client["ssl.ca.location"] = ca
+        out.notes.append(
+            f"clusters.{alias}.client.ssl.ca.location: kmirror's CLI cannot read the truststore {truststore}; create "
+            f"{ca} from it: keytool -exportcert -rfc -alias CA_ALIAS -keystore {truststore} -file {ca}"
+        )
+    keystore = client.get("ssl.keystore.location")
+    if keystore and str(client.get("ssl.keystore.type", "JKS")).upper() in ("JKS", "JCEKS"):
+        p12 = str(Path(str(keystore)).with_suffix(".p12"))
+        client["ssl.keystore.location"] = p12
+        client["ssl.keystore.type"] = "PKCS12"
+        out.notes.append(
+            f"clusters.{alias}.client.ssl.keystore.location: kmirror's CLI cannot read the JKS keystore {keystore}; "
+            f"convert it: keytool -importkeystore -srckeystore {keystore} -destkeystore {p12} -deststoretype PKCS12"
+        )
 
 
 _JAAS_MODULE = re.compile(r"^\s*(\S+)\s+required\b(.*?);?\s*$", re.S)

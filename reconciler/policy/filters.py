@@ -5,6 +5,9 @@ An empty include list matches nothing. A topic is replicated when it is included
 not excluded, not internal (`__*`, `.*`, `*.internal`, `*-internal`) and not a cycle (it did not come from
 the flow's target). kmirror's own topics (`_kmirror.*`) are never replicated.
 
+No pattern with catastrophic backtracking is ever compiled here (see `policy.backtracking`): a name chosen by
+whoever can create a topic or group on the source must not hang plan or the checkpointer.
+
 `subscribe_pattern` renders that whole decision as one anchored Java regex for Spark's `subscribePattern`.
 Spark needs the anchors: its admin-based partition discovery (`SubscribePatternStrategy`) keeps topics for which
 `topicRegex.findFirstIn(name)` is defined — a substring search — while the consumer's `subscribe(Pattern)` uses
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from reconciler.policy.backtracking import catastrophic_backtracking
 from reconciler.policy.naming import ReplicationPolicy, policy_for
 
 KMIRROR_INTERNAL_TOPIC_PATTERN = r"_kmirror\..*"
@@ -54,6 +58,11 @@ def _join(patterns: Sequence[str]) -> re.Pattern[str] | None:
     # Like MM2's compilePatternList; each pattern in its own group so an alternation inside one stays inside it.
     if not patterns:
         return None
+    for pattern in patterns:
+        # The loader refuses these with a located error; this guards values that reach us some other way.
+        problems = catastrophic_backtracking(pattern)
+        if problems:
+            raise ValueError(f"filter regex {pattern!r} {problems[0][0]}; {problems[0][1]}")
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 

@@ -38,6 +38,7 @@ from reconciler.spec.issues import (
     raise_if_errors,
 )
 from reconciler.spec.models import DesiredState
+from reconciler.spec.redaction import learn as learn_secrets
 from reconciler.spec.secrets import SecretRef
 from reconciler.spec.validate import validate_state
 from reconciler.spec.yaml_source import Locations, YamlSyntaxError, parse_yaml
@@ -74,6 +75,7 @@ def load(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Loade
         ) from None
     loaded = load_text(text, file=file, base_dir=Path(path).resolve().parent, environ=environ)
     state = loaded.state.with_source_path(Path(path).resolve())
+    learn_secrets(state)  # the scrubber now knows every secret value this state can resolve to
     return LoadedSpec(state, loaded.file, loaded.warnings, loaded.locations)
 
 

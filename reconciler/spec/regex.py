@@ -13,7 +13,15 @@ What is refused, and why (Python 3.11+ vs Java 17+):
 Possessive quantifiers (`a*+`) and atomic groups (`(?>..)`) are fine: both engines have them since Python 3.11.
 `\\A`, `\\Z`, `^`, `$` are harmless: topic names never hold a newline.
 
-Pure: no I/O.
+Also refused: patterns that make a backtracking engine (both are) take exponential or high-polynomial time on
+a hostile name, so that no topic or group name can hang plan, the checkpointer or Spark's partition discovery:
+- nested quantifiers: a variable repeat inside an unbounded one (`(a+)+`, `(.*)*`, `(a{1,5})+`, `(x.*)+`);
+- an unbounded repeat over alternatives that can start with the same character, or match nothing
+  (`(a|a)*`, `(a|ab)+`, `(a|)*`);
+- four or more unbounded repeats that can all consume the same character (`.*.*.*.*x`: n^4 ways to split).
+Possessive repeats and atomic groups are exempt: they never give characters back.
+
+Pure: no I/O. Must not: compile or run a pattern on input to find out whether it is slow (static checks only).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from reconciler.policy.backtracking import catastrophic_backtracking
 from reconciler.spec.issues import Severity
 
 
@@ -72,6 +81,8 @@ def regex_problems(pattern: str) -> list[RegexProblem]:
                     "escape it as \\[ or move it out of the class",
                 )
             )
+    if not problems:
+        problems.extend(backtracking_problems(pattern))
     if pattern != pattern.strip():
         problems.append(
             RegexProblem(
@@ -278,3 +289,8 @@ def _has_top_level_alternation(pattern: str) -> bool:
             return True
         i += 1
     return False
+
+
+def backtracking_problems(pattern: str) -> list[RegexProblem]:
+    """Why `pattern` can take exponential (or worse than cubic) time on a hostile name (see policy.backtracking)."""
+    return [RegexProblem(message, hint) for message, hint in catastrophic_backtracking(pattern)]

@@ -7,9 +7,14 @@ moment of use; `$${` writes a literal `${`. A reference may sit inside a longer 
 `... password="${env:PW}";`.
 
 A `${file:PATH}` reference reads the whole file, minus one trailing newline; a relative PATH is relative to the
-directory of the desired-state file (the loader records it), else to the working directory.
+directory of the desired-state file (the loader records it), else to the working directory. The file (symlinks
+followed) must lie below that directory or below one of the folders listed in `KMIRROR_FILE_ROOTS`
+(`os.pathsep`-separated, set by the operator): a desired state from a pull request cannot read `~/.ssh/id_rsa`
+into a client property and have it sent to a broker of its choosing.
 
-Must not: resolve anything at load time, cache resolved values, or print them.
+Every value `resolve()` produces is handed to `redaction.remember`, so that the CLI's output and the job's logs
+are scrubbed of it. Must not: resolve anything while loading, keep a resolved value anywhere but the scrubber,
+or print one.
 """
 
 from __future__ import annotations
@@ -26,13 +31,18 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from reconciler.spec.issues import SecretResolutionError
+from reconciler.spec.redaction import remember
+
+FILE_ROOTS_ENV = "KMIRROR_FILE_ROOTS"
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 REDACTED = "***"
 
-# Client properties that hold credentials: a literal value for one of these is refused (reference it instead).
+# Client, Spark and storage properties that hold credentials: a literal value for one of these is refused
+# (reference it instead). Besides these names: `*.password`, `*.key`, `*secret*`, `*token*`, `*credentials*`,
+# `sasl.oauthbearer.*` (but for the non-secret settings below), `fs.azure.account.key.*`, `fs.*.sas.*`.
 SENSITIVE_KEYS = frozenset(
     {
         "sasl.password",
@@ -45,17 +55,42 @@ SENSITIVE_KEYS = frozenset(
         "ssl.keystore.key",
         "ssl.keystore.certificate.chain",
         "ssl_key",
+        "ssl.certificate.pem",
+        "ssl.truststore.certificates",
+    }
+)
+_NOT_SECRET_OAUTHBEARER = frozenset(
+    {
+        "sasl.oauthbearer.method",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.scope",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.scope.claim.name",
+        "sasl.oauthbearer.clock.skew.seconds",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.header.urlencode",
     }
 )
 
 
 def is_sensitive_key(key: str) -> bool:
-    """Does this client/connector property name hold a credential?"""
+    """Does this client, connector, Spark or storage property name hold a credential?"""
     lowered = key.lower()
+    if lowered in _NOT_SECRET_OAUTHBEARER or lowered.endswith((".location", ".type", ".provider", ".algorithm")):
+        return False
     return (
         lowered in SENSITIVE_KEYS
-        or lowered.endswith((".password", ".secret", "jaas.config", ".key.pem", "basic.auth.user.info"))
-        or "secret" in lowered
+        or lowered.endswith((".password", ".key", ".secret", "jaas.config", ".key.pem", "basic.auth.user.info"))
+        or any(word in lowered for word in ("secret", "token", "credentials", "passwd"))
+        or lowered.startswith("sasl.oauthbearer.")
+        or ".account.key." in lowered
+        or ".sas." in lowered
     )
 
 
@@ -139,17 +174,27 @@ class SecretRef:
             path = Path(target).expanduser()
             if not path.is_absolute() and base_dir is not None:
                 path = base_dir / path
+            outside = _outside_allowed_roots(path, base_dir, env)
+            if outside:
+                problems.append(outside)
+                return ""
             try:
                 content = path.read_text(encoding="utf-8")
             except OSError as exc:
                 reason = exc.strerror or type(exc).__name__
                 problems.append(f"cannot read secret file {path}: {reason} (create it or fix the path)")
                 return ""
-            return content[:-1] if content.endswith("\n") else content
+            value = content[:-1] if content.endswith("\n") else content
+            remember(value)
+            return value
 
         resolved = _REFERENCE.sub(substitute, self._text)
         if problems:
             raise SecretResolutionError("; ".join(problems))
+        for match in _REFERENCE.finditer(self._text):
+            if match.group(1) is not None and match.group(1).startswith("env:"):
+                remember(env.get(match.group(1)[4:]))
+        remember(resolved)
         return resolved
 
     def __str__(self) -> str:
@@ -174,6 +219,27 @@ class SecretRef:
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         return {"type": "string", "description": "A string that may hold ${env:NAME} or ${file:PATH} references."}
+
+
+def allowed_file_roots(base_dir: Path | None, environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Where `${file:..}` may read: the desired-state file's folder (else the working directory), and every
+    folder in `KMIRROR_FILE_ROOTS`."""
+    env = os.environ if environ is None else environ
+    roots = [(base_dir or Path.cwd()).resolve()]
+    roots.extend(Path(p).expanduser().resolve() for p in env.get(FILE_ROOTS_ENV, "").split(os.pathsep) if p.strip())
+    return roots
+
+
+def _outside_allowed_roots(path: Path, base_dir: Path | None, environ: Mapping[str, str]) -> str:
+    real = path.resolve()
+    roots = allowed_file_roots(base_dir, environ)
+    if any(real.is_relative_to(root) for root in roots):
+        return ""
+    return (
+        f"secret file {path} is outside the folders kmirror may read secrets from "
+        f"({', '.join(str(r) for r in roots)}): move it below the desired-state file's folder, or add its folder "
+        f"to {FILE_ROOTS_ENV} (separate several with '{os.pathsep}')"
+    )
 
 
 def _to_secret_ref(value: Any) -> SecretRef:

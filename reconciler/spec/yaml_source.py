@@ -5,6 +5,10 @@ scalars from it ourselves, so that nothing is lost on the way: duplicate keys ar
 both locations) instead of silently overwritten, merge keys (`<<: *defaults`) work, custom tags are refused, and
 `Locations` can answer "where is flows[1].topics.include[0]?" for any error found later.
 
+Hostile input stays cheap: a document larger than `MAX_DOCUMENT_BYTES` is refused before it is parsed, and
+aliases may not expand it to more than `MAX_EXPANDED_NODES` nodes or be used more than `MAX_ALIASES` times
+(a "billion laughs" file of a few lines would otherwise build gigabytes).
+
 YAML 1.2 rules apply (ruamel's default): `yes`/`no`/`on`/`off` are strings, not booleans.
 
 No I/O: the loader reads the file and hands the text in.
@@ -25,6 +29,16 @@ _T = "tag:yaml.org,2002:"
 _PLAIN_TAGS = {_T + "str", _T + "int", _T + "float", _T + "bool", _T + "null"}
 _TEXT_TAGS = {_T + "timestamp", _T + "binary"}
 _MAX_DEPTH = 64
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+"""No desired state is this large: 10,000 topic names listed one by one take about 300 KB."""
+MAX_ALIASES = 1000
+MAX_EXPANDED_NODES = 1_000_000
+
+
+class _TooLarge(Exception):
+    def __init__(self, node: Node, message: str) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,22 @@ def _mark(node: Node) -> Mark:
 
 def parse_yaml(text: str, file: str) -> tuple[Any, Locations, list[SpecIssue]]:
     """Parse one YAML document. Returns (data, locations, issues); raises YamlSyntaxError if unreadable."""
+    size = len(text.encode("utf-8", errors="surrogatepass")) if len(text) * 4 > MAX_DOCUMENT_BYTES else len(text)
+    if size > MAX_DOCUMENT_BYTES:
+        line = text.count("\n", 0, MAX_DOCUMENT_BYTES) + 1
+        raise YamlSyntaxError(
+            [
+                SpecIssue(
+                    file,
+                    line,
+                    1,
+                    (),
+                    f"the file is {size / 1024 / 1024:.1f} MiB; kmirror reads at most "
+                    f"{MAX_DOCUMENT_BYTES // 1024 // 1024} MiB (the limit is passed on this line)",
+                    "a desired state is a few kilobytes: list topics with regexes, not one by one",
+                )
+            ]
+        )
     yaml = YAML(typ="rt")
     try:
         node = yaml.compose(text)
@@ -91,7 +121,13 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Locations, list[SpecIssue]]:
             [SpecIssue(file, 1, 1, (), "the file is empty", "start from one of the files in examples/")]
         )
     builder = _Builder(yaml, file)
-    data = builder.build(node, (), 0)
+    try:
+        data = builder.build(node, (), 0)
+    except _TooLarge as exc:
+        mark = _mark(exc.node)
+        raise YamlSyntaxError(
+            [SpecIssue(file, mark.line, mark.column, (), str(exc), "use fewer aliases (*name), or write it out")]
+        ) from None
     return data, builder.locations, builder.issues
 
 
@@ -114,12 +150,16 @@ class _Builder:
         self.locations = Locations()
         self.issues: list[SpecIssue] = []
         self._active: set[int] = set()
+        self._built: set[int] = set()
+        self._aliases = 0
+        self._nodes = 0
 
     def _issue(self, node: Node, path: FieldPath, message: str, hint: str) -> None:
         mark = _mark(node)
         self.issues.append(SpecIssue(self._file, mark.line, mark.column, path, message, hint))
 
     def build(self, node: Node, path: FieldPath, depth: int) -> Any:
+        self._count(node)
         self.locations.values.setdefault(path, _mark(node))
         if depth > _MAX_DEPTH:
             self._issue(node, path, "nesting is too deep", "the desired state is never this deeply nested")
@@ -144,6 +184,20 @@ class _Builder:
             self._active.discard(id(node))
         self._issue(node, path, "unsupported YAML node", "use plain mappings, lists and scalars")
         return None
+
+    def _count(self, node: Node) -> None:
+        # A node built twice was reached through an alias (ruamel composes `*a` as the anchored node itself).
+        self._nodes += 1
+        if self._nodes > MAX_EXPANDED_NODES:
+            raise _TooLarge(node, f"aliases expand the document beyond {MAX_EXPANDED_NODES:,} values (an alias bomb)")
+        if isinstance(node, ScalarNode):
+            return
+        if id(node) in self._built:
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _TooLarge(node, f"more than {MAX_ALIASES} alias uses (*name) in one document")
+        else:
+            self._built.add(id(node))
 
     def _unsupported_tag(self, node: Node, path: FieldPath, tag: str) -> None:
         self._issue(node, path, f"unsupported YAML tag {tag}", "remove the tag; kmirror.yaml uses plain YAML")

@@ -30,7 +30,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_command_that_needs_pyspark_names_the_extra(no_spark: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reconciler.replication.runners import spark_submit
+    from reconciler.runners.common import spark_submit
 
     @click.command("needs-spark")
     def needs_spark() -> None:

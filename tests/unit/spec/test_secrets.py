@@ -38,13 +38,13 @@ def test_resolution_at_use(tmp_path: Path) -> None:
     assert "hunter2" not in repr(spec)
 
 
-def test_missing_secrets_are_all_named() -> None:
-    spec = cluster(**{"sasl.password": "${env:NOPE}", "ssl.key.password": "${file:/no/such/file}"})
+def test_missing_secrets_are_all_named(tmp_path: Path) -> None:
+    spec = cluster(**{"sasl.password": "${env:NOPE}", "ssl.key.password": "${file:no/such/file}"})
     with pytest.raises(SecretResolutionError) as caught:
-        kafka_client_config(spec, alias="cloud", environ={})
+        kafka_client_config(spec, alias="cloud", base_dir=tmp_path, environ={})
     message = str(caught.value)
     assert "clusters.cloud.client.sasl.password: environment variable NOPE is not set (export NOPE" in message
-    assert "clusters.cloud.client.ssl.key.password: cannot read secret file /no/such/file" in message
+    assert f"clusters.cloud.client.ssl.key.password: cannot read secret file {tmp_path}/no/such/file" in message
 
 
 def test_embedded_reference_and_escape() -> None:
