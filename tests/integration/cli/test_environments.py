@@ -91,6 +91,9 @@ def test_one_file_two_environments_two_clusters(kafka_pair: tuple[KafkaCluster, 
     assert "Saved plan is stale" in refused.stderr and "environment" in refused.stderr
     assert not topic_exists(source, remote), "the refused staging plan changed production"
 
+    # a field added to the plan within format_version 1 (a review tool's) is accepted by apply
+    reviewed = json.loads(saved.read_text()) | {"reviewed_by": "alice"}
+    saved.write_text(json.dumps(reviewed, indent=2))
     applied = _kmirror(tmp_path, staging, "apply", "-f", str(spec), str(saved))
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert describe(target, remote)[0] == 1
