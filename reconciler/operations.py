@@ -116,8 +116,10 @@ def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_to
     if saved.spec_digest != fresh.spec_digest:
         raise StalePlanError(
             f"Saved plan is stale: it was made from a desired state with digest {saved.spec_digest}, the file given "
-            f"now has {fresh.spec_digest}. Nothing was changed. Apply the plan with the file it was made from, or "
-            "run `kmirror plan` again and review the new plan."
+            f"now has {fresh.spec_digest}: the file was edited, or its ${{env:..}} references (bootstrap servers, "
+            "state topic, Spark settings) resolve to another environment's values. Nothing was changed. Apply the "
+            "plan with the file and environment it was made with, or run `kmirror plan` again and review the new "
+            "plan."
         )
     if saved.state.lineage != snapshot.lineage or saved.state.serial != snapshot.serial:
         raise StalePlanError(
@@ -125,13 +127,6 @@ def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_to
             f"(lineage {saved.state.lineage or 'none'}), the state is now at serial {snapshot.serial} "
             f"(lineage {snapshot.lineage or 'none'}); another apply ran since. Nothing was changed. "
             "Run `kmirror plan` again and review the new plan."
-        )
-    if saved.spec_digest != fresh.spec_digest:
-        raise StalePlanError(
-            f"Saved plan is stale: it was made from another desired state (spec digest {saved.spec_digest[:19]}…, "
-            f"now {fresh.spec_digest[:19]}…): the file was edited, or its ${{env:..}} references (bootstrap "
-            "servers, state topic, Spark settings) resolve to another environment's values. Nothing was changed. "
-            "Run `kmirror plan` again with this file and environment, and review the new plan."
         )
     now = {c.address: c for c in fresh.changes}
     moved = []

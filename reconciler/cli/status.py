@@ -54,7 +54,7 @@ def status(
             require_reachable(desired, _clusters_of(desired, flows), timeout)
         statuses = status_of(desired, list(flows), timeout=timeout)
         if fmt == "json":
-            click.echo(json.dumps({"flows": [s.to_json() for s in statuses]}, indent=2))
+            click.echo(json.dumps({"ok": True, "flows": [s.to_json() for s in statuses]}, indent=2))
         else:
             click.echo(render(statuses, color), nl=False)
         if watch is None:

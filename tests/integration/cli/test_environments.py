@@ -16,11 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import KafkaCluster
-from tests.integration.plan.harness import KMIRROR, create_topics, describe, topic_exists
+from tests.integration.plan.harness import KMIRROR, describe, topic_exists
 
 pytestmark = pytest.mark.integration
+
+
+def _create(cluster: KafkaCluster, topic: str, partitions: int) -> None:
+    """Create a topic; TOPIC_ALREADY_EXISTS is success (the client retries a slow request on a busy machine)."""
+    admin = AdminClient(cluster.config())  # kept alive until the answer: a collected client cancels its requests
+    future = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=60)[topic]
+    try:
+        future.result(timeout=90)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
 
 
 def _kmirror(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -35,8 +48,8 @@ def test_one_file_two_environments_two_clusters(kafka_pair: tuple[KafkaCluster, 
     tag = uuid.uuid4().hex[:6]
     topic = f"env{tag}-orders"
     # The same topic name in both environments' source clusters, with different partition counts.
-    create_topics(source, (topic, 1, {}))
-    create_topics(target, (topic, 3, {}))
+    _create(source, topic, 1)
+    _create(target, topic, 3)
     spec = tmp_path / "kmirror.yaml"
     spec.write_text(
         textwrap.dedent(f"""\
@@ -78,6 +91,9 @@ def test_one_file_two_environments_two_clusters(kafka_pair: tuple[KafkaCluster, 
     assert "Saved plan is stale" in refused.stderr and "environment" in refused.stderr
     assert not topic_exists(source, remote), "the refused staging plan changed production"
 
+    # a field added to the plan within format_version 1 (a review tool's) is accepted by apply
+    reviewed = json.loads(saved.read_text()) | {"reviewed_by": "alice"}
+    saved.write_text(json.dumps(reviewed, indent=2))
     applied = _kmirror(tmp_path, staging, "apply", "-f", str(spec), str(saved))
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert describe(target, remote)[0] == 1

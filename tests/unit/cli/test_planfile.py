@@ -86,3 +86,12 @@ def test_apply_of_a_corrupt_plan_is_a_user_error_not_a_bug(tmp_path: Path) -> No
     result = CliRunner().invoke(main, ["apply", "-f", str(spec), str(plan)])
     assert result.exit_code == 1
     assert f"Error: {plan}:" in result.stderr and "bug in kmirror" not in result.stderr
+
+
+def test_a_sealed_plan_with_an_added_field_still_matches_its_digest(tmp_path: Path) -> None:
+    sealed = PLAN.sealed()
+    doc = json.loads(sealed.to_json())
+    doc["reviewed_by"] = "alice"  # a field a reviewer's tool (or a newer 1.x) added
+    doc["changes"][0]["ticket"] = "OPS-1"
+    reread = read_plan(_write(tmp_path, doc))
+    assert reread == sealed and reread.digest == reread.content_digest()  # apply's alteration check passes
