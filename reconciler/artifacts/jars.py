@@ -9,12 +9,15 @@ needs the connector jar): `reconciler.devenv` re-exports it for the local cluste
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -103,10 +106,12 @@ def _ensure(name: str, profile: str, properties: dict[str, str]) -> Path:
                 *(f"-D{k}={v}" for k, v in properties.items()),
                 "dependency:copy-dependencies",
             ]  # fmt: skip
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        with _ivy_lock() if use_ivy else contextlib.nullcontext():
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0 or not any(staging.glob("*.jar")):
         shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+        lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.strip()]
+        tail = "\n".join(lines[-15:])
         raise ArtifactError(f"{tool} could not fetch {name} from Maven Central:\n{tail}")
     (staging / "ivy.xml").unlink(missing_ok=True)
     (staging / _COMPLETE_MARKER).write_text(" ".join(cmd) + "\n")
@@ -115,6 +120,20 @@ def _ensure(name: str, profile: str, properties: dict[str, str]) -> Path:
     except OSError:  # another process finished the same fetch first; theirs is as good as ours
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+@contextlib.contextmanager
+def _ivy_lock() -> Iterator[None]:
+    """One Ivy resolution at a time on this cache: Ivy's cache is not safe for two at once (the local clusters
+    fetch both Kafka versions side by side)."""
+    cache = cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / ".ivy.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _java() -> str:
