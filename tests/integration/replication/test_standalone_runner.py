@@ -1,6 +1,8 @@
 """`spark.deploy: standalone` end to end: apply runs the replication job as a driver on a real Spark standalone
 cluster (one master with its REST submission server and one worker, started locally with spark-class), on the
-session's Kafka 3.9 source and 4.x target; the GitOps loop from fresh checkouts.
+session's Kafka 3.9 source and 4.x target; the GitOps loop from fresh checkouts. The master's REST server requires
+a token signed with a key (Spark's JWSFilter): refused without it, every step below signs with the key the file
+references, and the key reaches no file and no command line.
 
 One cluster and one flow serve the module (a driver start costs ~30 s here); in file order: apply from checkout
 A deploys and records replicate; a fresh copy B of the same file (another folder, nothing of A's) plans no change
@@ -13,6 +15,7 @@ no apply and nothing lost; a job whose checkpoint was deleted resumes from the o
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -34,7 +37,7 @@ from reconciler import operations
 from reconciler.devenv import spark_standalone
 from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.plan.definition import Plan
-from reconciler.runners import FlowRunners
+from reconciler.runners import FlowRunners, JobRunnerError
 from reconciler.runners.rest import RestClient
 from reconciler.runners.standalone import StandaloneJob
 from reconciler.spec.loader import load_desired_state
@@ -51,18 +54,23 @@ from tests.integration.replication.conftest import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FLOW = "repl"
+KEY = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+KEY_ENV = "KM_SPARK_REST_KEY"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A master whose REST server requires a JWS signed with KEY (Spark's JWSFilter), as production's should."""
     home = tmp_path_factory.mktemp("spark-standalone")
     started = time.monotonic()
-    c = spark_standalone.start(home)
+    os.environ[KEY_ENV] = KEY  # what the file references (and what `kmirror` run as a command inherits)
+    c = spark_standalone.start(home, rest_jws_key=KEY)
     print(f"standalone master and worker up in {time.monotonic() - started:.1f}s")
     try:
         yield c
     finally:
         spark_standalone.stop(home)
+        os.environ.pop(KEY_ENV, None)
 
 
 @dataclass
@@ -92,6 +100,7 @@ spark:
   deploy: standalone
   master: "{self.cluster.master_url}"
   rest_url: "{self.cluster.rest_url}"
+  rest_jws_secret_key: "${{env:{KEY_ENV}}}"
   checkpoint_root: "{self.shared}"
   conf: {{spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1}}
 flows:
@@ -168,6 +177,15 @@ def apply(desired: DesiredState) -> float:
     assert result is not None
     assert not result.failed, result.failed
     return time.monotonic() - started
+
+
+def test_the_rest_server_refuses_requests_without_the_key_or_with_another_clearly(cluster: StandaloneCluster) -> None:
+    with pytest.raises(JobRunnerError, match=r"requires authentication; set spark\.rest_jws_secret_key"):
+        RestClient(cluster.rest_url).status("driver-none")
+    other = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+    with pytest.raises(JobRunnerError, match="token kmirror signed was not accepted"):
+        RestClient(cluster.rest_url, signing_key=other).status("driver-none")
+    assert not RestClient(cluster.rest_url, signing_key=KEY).status("driver-none").found  # answered: no such driver
 
 
 def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: Setup) -> None:
@@ -258,7 +276,7 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
         assert after.running and after.digest == widened.flow_digest(FLOW)
         assert after.submission_id != before.submission_id
         time.sleep(3)
-    old_driver = RestClient(setup.cluster.rest_url).status(before.submission_id or "?")
+    old_driver = RestClient(setup.cluster.rest_url, signing_key=KEY).status(before.submission_id or "?")
     assert old_driver.state == "FINISHED", old_driver  # it stopped itself (SIGTERM), not killed
     total, duplicates = seq.check(setup.target, setup.remote(widened, old))
     print(f"standalone redeploy mid-stream: {total} records, none lost, {duplicates} duplicates")
@@ -343,3 +361,10 @@ def test_a_disabled_flow_has_its_driver_stopped_by_apply(setup: Setup) -> None:
     info = operations.job_status(disabled, setup.runner(disabled)).jobs[FLOW]
     assert not info.running and info.detail.startswith(f"driver {job.submission_id} stopped"), info.detail
     assert job_change(operations.make_plan(disabled)) is None
+    shared = [p for p in setup.shared.rglob("*") if p.is_file() and p.stat().st_size < 10_000_000]
+    assert shared and all(KEY.encode() not in p.read_bytes() for p in shared), "the REST key in a job's file"
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            assert KEY.encode() not in cmdline.read_bytes(), f"the REST key in process {cmdline.parent.name}"
+        except OSError:
+            continue
