@@ -75,6 +75,7 @@ _NOT_SECRET_OAUTHBEARER = frozenset(
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
         "sasl.oauthbearer.header.urlencode",
+        "sasl.oauthbearer.config",  # librdkafka's unsecured-JWT settings: principal=..., scope=..., lifetime
     }
 )
 
