@@ -100,6 +100,14 @@ def test_file_references_read_only_below_allowed_roots(tmp_path: Path) -> None:
             SecretRef(ref).resolve(config_dir, environ={})
     roots = {"KMIRROR_FILE_ROOTS": f"/nonexistent{os.pathsep}{other}"}
     assert SecretRef(f"${{file:{other / 'key'}}}").resolve(config_dir, environ=roots) == "outside-secret"
+    assert SecretRef("${file:link}").resolve(config_dir, environ=roots) == "outside-secret"
+
+
+def test_run_secrets_is_allowed_unless_the_operator_lists_other_roots(tmp_path: Path) -> None:
+    from reconciler.spec.secrets import allowed_file_roots
+
+    assert Path("/run/secrets").resolve() in allowed_file_roots(tmp_path, {})
+    assert Path("/run/secrets").resolve() not in allowed_file_roots(tmp_path, {"KMIRROR_FILE_ROOTS": "/etc/kafka"})
 
 
 @pytest.mark.parametrize(
