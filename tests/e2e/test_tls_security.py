@@ -64,11 +64,13 @@ def _produce(cluster: KafkaCluster, folder: Path, topic: str, count: int) -> Non
     assert producer.flush(30) == 0
 
 
-def _consume(cluster: KafkaCluster, folder: Path, topic: str, count: int, timeout: float = 240) -> int:
+def _consume(
+    cluster: KafkaCluster, folder: Path, topic: str, count: int, timeout: float = 240, partitions: int = 2
+) -> int:
     consumer = Consumer(
         _mtls(cluster, folder, **{"group.id": f"verify-{uuid.uuid4().hex}", "enable.auto.commit": False})
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     deadline = time.monotonic() + timeout
     while got < count and time.monotonic() < deadline:
@@ -158,6 +160,8 @@ def test_mtls_and_sasl_ssl_scram_replicate_and_the_sentinel_secret_is_nowhere(
         assert applied.returncode == 0, applied.stdout + applied.stderr
 
         assert _consume(target, tmp_path, "onprem.tls.orders", 300) == 300
+        # The sink's interceptor (Java, its own producer) wrote MM2 offset-syncs into the source over mTLS.
+        assert _consume(source, tmp_path, "mm2-offset-syncs.cloud.internal", 1, timeout=60, partitions=1) >= 1
 
         status = kmirror("status", "-f", str(spec), "--format", "json")
         assert status.returncode == 0, status.stderr
