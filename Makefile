@@ -13,7 +13,7 @@ ACTIONLINT := $(VENV)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 $(BIN)/kmirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev,spark]"
 	touch $@
 
 ## setup: the Python environment and every jar (Kafka 3.9 and 4.x, the Spark Kafka connector), fetched once
@@ -43,10 +43,9 @@ test: lint
 test-unit: setup
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
-## demo: two local clusters (Kafka 3.9 source, 4.x target), then kmirror on them
+## demo: two local clusters (Kafka 3.9 source, 4.x target), then plan, apply and replicate on them (`kmirror dev demo`)
 demo: setup
-	$(BIN)/kmirror dev up
-	$(BIN)/kmirror dev status
+	$(BIN)/kmirror dev demo
 
 demo-down:
 	$(BIN)/kmirror dev down

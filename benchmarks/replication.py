@@ -740,7 +740,7 @@ def run_kmirror(
     args: argparse.Namespace,
     variant: Variant,
 ) -> dict[str, Any]:
-    from reconciler.replication.runners import LocalRunner
+    from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text
 
     base = work / f"kmirror-{variant.index}-{variant.name}"
@@ -750,7 +750,7 @@ def run_kmirror(
     state = load_text(text).state.with_source_path(base / "kmirror.yaml")
     flow = state.flow("bench")
     remotes = [flow.remote_topic(t) for t in data_topics]
-    runner = LocalRunner(base, state.spark, stop_timeout=60, start_timeout=300)
+    runner = LocalRunner(base, state.spark, root=base, stop_timeout=60, start_timeout=300)
     started = time.monotonic()
     pids: list[int] = []
     at_first: dict[str, float] = {}

@@ -51,7 +51,7 @@ from reconciler.plan.definition import ResourceChange
 from reconciler.plan.group_offsets import flow_source_groups, plan_group_offsets
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.state.lock import LockHeldError, StateLock, describe, holder
-from reconciler.state.store import StateStore
+from reconciler.state.store import ApplySession, StateStore
 
 Say = Callable[[str], None]
 
@@ -117,6 +117,7 @@ class CutoverResult:
     checkpoint: CycleReport | None = None
     written: list[ResourceChange] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (address, why), for the state's history
 
 
 def _admins(desired: DesiredState, flow: FlowSpec, timeout: float) -> dict[str, KafkaAdmin]:
@@ -323,15 +324,38 @@ def run_cutover(
     say(f"   {len(state.groups)} group(s): {', '.join(state.groups) or '-'}")
 
     with ExitStack() as stack:
+        session = None
         if store is not None:
             lock = StateLock(store, "cutover")
             try:
-                stack.enter_context(lock.held(wait=lock_wait))
+                snapshot = stack.enter_context(lock.held(wait=lock_wait))
             except LockHeldError:
                 now = holder(store.read())
                 raise _locked(describe(now) if now is not None else "another process held it") from None
             say(f"   state lock {lock.id} taken for steps 3 and 4")
-        _write_steps(desired, flow, admins, result, say=say, dry_run=store is None, client_timeout=client_timeout)
+            # An entry in `kmirror state history`, like an apply's: who moved which groups, when, with what outcome.
+            session = ApplySession(
+                store,
+                snapshot,
+                f"cutover-{uuid.uuid4()}",
+                desired.spec_digest(),
+                lock.id,
+                operation="cutover",
+                details={"flow": flow.name},
+            )
+        try:
+            _write_steps(desired, flow, admins, result, say=say, dry_run=store is None, client_timeout=client_timeout)
+        except BaseException:
+            if session is not None:
+                session.finish("interrupted")
+            raise
+        if session is not None:
+            entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]] = [
+                (c.address, c.kind.value, c.after, c.action.value, "applied", "") for c in result.written
+            ]
+            entries += [(address, "group_offsets", None, "update", "failed", why) for address, why in result.failures]
+            session.record_many(entries)
+            session.finish("completed" if not result.failed else "failed")
 
     # 5. what to switch -----------------------------------------------------------------------------------
     say("5. Switch the clients:")
@@ -400,6 +424,7 @@ def _write_steps(
             result.written.append(change)
         else:
             result.failed.append(f"{change.address}: {outcome.message}")
+            result.failures.append((change.address, outcome.message))
             say(f"     FAILED: {outcome.message}")
 
 

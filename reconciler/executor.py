@@ -1,10 +1,19 @@
 """Executor: runs a Plan's changes against the clusters and the job runner, recording each as it completes.
 
-Order: internal topics and remote topics, then ACLs, then jobs, then group offsets. Calls are batched per
-cluster and kind; each resource's result becomes an outcome (applied / failed / skipped) instead of stopping
-at the first failure. A change whose resource depends on a failed one (an ACL or a job on a topic that
-failed) is skipped. Transient broker errors are retried with backoff. Only `action`, `before` and `after`
-drive what is done; `reason` is never read here.
+Order is by dependency, not by kind (`dependencies`): a job is stopped (or redeployed) before the topics it
+wrote are deleted; remote topics, and the internal topics on the job's clusters, exist before a job that writes
+them starts; ACLs follow their topic; group offsets are written only after the job change of their flow (a stop
+or redeploy ends with the job's final checkpoint) and after the topics they point into. The walk goes in waves:
+every change whose dependencies are done runs in the next wave, batched per cluster and kind; a change whose
+dependency was not applied is skipped, naming it. Each resource's result becomes an outcome (applied / failed /
+skipped) instead of stopping at the first failure; transient broker errors are retried with backoff. A create
+whose answer was lost (a timeout) is confirmed with the controller before its pending record is withdrawn.
+
+The executor talks to a `ClusterAdmin` per cluster and a `JobRunner` (protocols, so tests use fakes), records
+through a `ChangeRecorder`, and may be told to stop before its next cluster change (`guard`, the lock's lease).
+
+Must not: read a change's `reason` (only `kind`, `action`, `before` and `after` drive what is done), or decide
+what to change (the planner does).
 """
 
 from __future__ import annotations
@@ -12,16 +21,20 @@ from __future__ import annotations
 import functools
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reconciler.adapters.group_offsets import write_group_offsets
-from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
+from reconciler.adapters.kafka_admin import Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, config_ops
 
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+
+#: The recorded outcome of a create whose fate is not known (its answer was lost and the controller could not say):
+#: its pending record is kept, so the next plan confirms the topic instead of calling it foreign.
+UNCONFIRMED = "unconfirmed"
 
 
 class ChangeRecorder(Protocol):
@@ -29,23 +42,58 @@ class ChangeRecorder(Protocol):
 
     def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None: ...
 
-    def record(
+
+class ClusterAdmin(Protocol):
+    """What the executor needs from one cluster's admin (`reconciler.adapters.kafka_admin.KafkaAdmin`)."""
+
+    cluster: str
+
+    def create_topics(
+        self, topics: Sequence[tuple[str, int, int, Mapping[str, str]]], validate_only: bool = False
+    ) -> list[Outcome]: ...
+
+    def wait_visible(self, names: Iterable[str]) -> set[str]: ...
+
+    def confirm_created(self, names: Iterable[str]) -> dict[str, bool | None]: ...
+
+    def create_partitions(self, increases: Mapping[str, int]) -> list[Outcome]: ...
+
+    def alter_topic_configs(
+        self, changes: Mapping[str, tuple[Mapping[str, str], Iterable[str]]], validate_only: bool = False
+    ) -> list[Outcome]: ...
+
+    def delete_topic(self, name: str) -> Outcome: ...
+
+    def create_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]: ...
+
+    def delete_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]: ...
+
+    def alter_group_offsets(
         self,
-        address: str,
-        kind: str,
-        attributes: Mapping[str, Any] | None,
-        action: str,
-        outcome: str,
-        message: str = "",
-    ) -> None: ...
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
+        metadata: Mapping[tuple[str, int], str] | None = None,
+    ) -> Outcome: ...
 
 
 class JobRunner(Protocol):
-    """What the executor needs from a job runner (local or standalone)."""
+    """What the executor needs from a job runner (local or standalone).
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> None: ...
+    `deploy` returns the runner's identity of the deployed job (runner, submission or application id, where its
+    checkpoint lives...), which is recorded with the job, or None when it has none to give.
+    """
+
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None: ...
 
     def stop(self, flow: str) -> None: ...
+
+    def move(self, old: str, new: str) -> None:
+        """Stop `old`'s job gracefully; `new`'s next deploy starts on its checkpoint (a renamed flow)."""
+        ...
+
+    def forget(self, flow: str) -> None:
+        """Drop a stopped job's checkpoint and record: the flow was removed; added back, it starts afresh."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -56,40 +104,131 @@ class ChangeOutcome:
     message: str = ""
 
 
+# -- the dependency graph (pure) ------------------------------------------------------------------------------
+def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]]:
+    """For each change, the addresses of the changes (in `changes`) that must be applied before it.
+
+    - a topic delete waits for the job change of the flow that wrote the topic (a stop, or a redeploy that no
+      longer writes it); when the topic's flow is not known, for every job stop and redeploy;
+    - a job start (deploy, redeploy, restart) waits for its flow's remote topics, the internal topics on its
+      source and target clusters, and every job stop (a renamed flow's old job writes the same topics);
+    - an ACL waits for its topic;
+    - group offsets wait for their flow's job change and the topics they are written for.
+    """
+    by_address = {c.address: c for c in changes}
+    jobs = {c.address.split("/", 1)[1]: c for c in changes if c.kind == Kind.JOB}
+    topic_writes = [c for c in changes if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC) and c.action != Action.DELETE]
+    deps: dict[str, tuple[str, ...]] = {}
+    for c in changes:
+        found: list[str] = []
+        if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC) and c.action == Action.DELETE:
+            flow = _topic_flow(c.before)
+            if flow is not None:
+                found += [jobs[flow].address] if flow in jobs else []
+            else:
+                found += [j.address for j in jobs.values() if j.action in (Action.DELETE, Action.REPLACE)]
+        elif c.kind == Kind.JOB and c.action != Action.DELETE:
+            flow = c.address.split("/", 1)[1]
+            clusters = _job_clusters(c.after)
+            # A stopped job's topics may be the ones this job writes (a renamed flow): never two writers at once.
+            found += [j.address for j in jobs.values() if j.action == Action.DELETE]
+            for t in topic_writes:
+                if t.kind == Kind.TOPIC:
+                    mine = _topic_flow(t.after) == flow
+                else:  # internal topics carry no flow: the ones on the job's clusters
+                    mine = clusters is None or (t.after or {})["cluster"] in clusters
+                if mine:
+                    found.append(t.address)
+        elif c.kind == Kind.ACL:
+            form = c.after or c.before or {}
+            topic = f"topic/{form['cluster']}/{form['topic']}"
+            if topic in by_address and by_address[topic].action != Action.DELETE:
+                found.append(topic)
+        elif c.kind == Kind.GROUP_OFFSETS:
+            after = c.after or {}
+            flow = after.get("flow")
+            if isinstance(flow, str) and flow in jobs:
+                found.append(jobs[flow].address)
+            for row in after.get("partitions", ()):
+                topic = f"topic/{after['cluster']}/{row['topic']}"
+                if topic in by_address and by_address[topic].action != Action.DELETE and topic not in found:
+                    found.append(topic)
+        deps[c.address] = tuple(found)
+    return deps
+
+
+def _topic_flow(form: Mapping[str, Any] | None) -> str | None:
+    source = (form or {}).get("source")
+    flow = source.get("flow") if isinstance(source, Mapping) else None
+    return flow if isinstance(flow, str) else None
+
+
+def _job_clusters(after: Mapping[str, Any] | None) -> set[str] | None:
+    flow = ((after or {}).get("spec") or {}).get("flow")
+    if isinstance(flow, Mapping) and isinstance(flow.get("source"), str) and isinstance(flow.get("target"), str):
+        return {flow["source"], flow["target"]}
+    return None  # not known: every internal topic counts
+
+
+# -- the walk -------------------------------------------------------------------------------------------------
 class Executor:
     def __init__(
         self,
-        admins: Mapping[str, KafkaAdmin],
+        admins: Mapping[str, ClusterAdmin],
         recorder: ChangeRecorder,
         runner: JobRunner | None = None,
         progress: Callable[[ChangeOutcome, int, int], None] | None = None,
+        guard: Callable[[], None] | None = None,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
     ) -> None:
         self.admins = admins
         self.recorder = recorder
         self.runner = runner
         self.progress = progress
+        self.guard = guard
+        self.retry_delays = tuple(retry_delays)
         self.outcomes: list[ChangeOutcome] = []
         self._total = 0
         self._unrecorded: list[tuple[tuple[str, str, Mapping[str, Any] | None, str, str, str], ChangeOutcome]] = []
+        self._unconfirmed: set[str] = set()
 
     def run(self, plan: Plan) -> list[ChangeOutcome]:
         changes = [c for c in plan.changes if c.action != Action.NOOP]
         self._total = len(changes)
-        by_kind: dict[Kind, list[ResourceChange]] = defaultdict(list)
-        for c in changes:
-            by_kind[c.kind].append(c)
-        self._topics(by_kind[Kind.INTERNAL_TOPIC] + by_kind[Kind.TOPIC])
-        self._flush()
-        self._acls(by_kind[Kind.ACL])
-        self._flush()
-        self._jobs(by_kind[Kind.JOB], changes)
-        self._flush()
-        for c in by_kind[Kind.GROUP_OFFSETS]:
-            admin = self.admins[(c.after or {})["cluster"]]
-            written = _retry(functools.partial(_write_group_offsets, admin), [c])
-            self._done(c, written[c.address])
+        deps = dependencies(changes)
+        state: dict[str, str] = {}  # address -> outcome, once done
+        todo = list(changes)
+        while todo:
+            ready, blocked, waiting = [], [], []
+            for c in todo:
+                if any(d not in state for d in deps[c.address]):
+                    waiting.append(c)
+                elif any(state[d] != "applied" for d in deps[c.address]):
+                    blocked.append(c)
+                else:
+                    ready.append(c)
+            if not ready and not blocked:  # cannot happen with the rules above; never loop forever
+                blocked, waiting = waiting, []
+            for c in blocked:
+                bad = [d for d in deps[c.address] if state.get(d, "") != "applied"]
+                self._skip(c, f"depends on {', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}, not applied")
             self._flush()
+            self._wave(ready)
+            state.update({o.address: o.outcome for o in self.outcomes})
+            todo = waiting
         return self.outcomes
+
+    def _wave(self, changes: list[ResourceChange]) -> None:
+        """One wave of independent changes: job stops, topic writes, ACLs, job starts, topic deletes, offsets."""
+        of = defaultdict(list)
+        for c in changes:
+            of[_step(c)].append(c)
+        self._jobs(of["stop"])
+        self._topics(of["topic"])
+        self._acls(of["acl"])
+        self._jobs(of["start"])
+        self._topic_deletes(of["delete"])
+        self._group_offsets(of["offsets"])
 
     # -- topics -----------------------------------------------------------------------------------------------
     def _topics(self, changes: list[ResourceChange]) -> None:
@@ -99,55 +238,65 @@ class Executor:
         for cluster, items in per_cluster.items():
             admin = self.admins[cluster]
             creates = [c for c in items if c.action == Action.CREATE]
-            self._intend(creates)
-            results = _retry(functools.partial(_create_topics, admin), creates)
-            # Done means usable: wait until the new topics are in the metadata the next plan and the job read
-            # (after thousands of creates that takes minutes; the wait lasts while topics keep appearing).
-            unseen = admin.wait_visible([(c.after or {})["name"] for c in creates if results[c.address].ok])
-            for c in creates:
-                result = results[c.address]
-                if result.ok and (c.after or {})["name"] in unseen:
-                    # Created (the controller said so), so it is kmirror's; the next plan waits for it to show.
-                    result = Outcome(c.address, True, "created, but not yet in the cluster's metadata")
-                self._done(c, result)
-            self._flush()
+            if creates:
+                self._check_lease()
+                self._intend(creates)
+                results = self._retry(functools.partial(_create_topics, admin), creates)
+                results = self._confirm_unanswered(admin, creates, results)
+                # Done means usable: wait until the new topics are in the metadata the next plan and the job read
+                # (after thousands of creates that takes minutes; the wait lasts while topics keep appearing).
+                unseen = admin.wait_visible([(c.after or {})["name"] for c in creates if results[c.address].ok])
+                for c in creates:
+                    result = results[c.address]
+                    if result.ok and (c.after or {})["name"] in unseen:
+                        # Created (the controller said so), so it is kmirror's; the next plan waits for it to show.
+                        result = Outcome(c.address, True, "created, but not yet in the cluster's metadata")
+                    self._done(c, result)
+                self._flush()
             self._topic_updates(admin, [c for c in items if c.action == Action.UPDATE])
-            for c in (c for c in items if c.action == Action.DELETE):
-                # Topic deletion is opt-in (prune.topics) and irreversible; done one by one on purpose.
-                self._done(c, _delete_topic(admin, c))
-            for c in (c for c in items if c.action not in (Action.CREATE, Action.UPDATE, Action.DELETE)):
+            for c in (c for c in items if c.action not in (Action.CREATE, Action.UPDATE)):
                 self._done(c, Outcome(c.address, False, f"a topic cannot be {c.action.value}d by kmirror"))
+            self._flush()
 
-    def _topic_updates(self, admin: KafkaAdmin, updates: list[ResourceChange]) -> None:
+    def _topic_updates(self, admin: ClusterAdmin, updates: list[ResourceChange]) -> None:
         if not updates:
             return
+        self._check_lease()
         grow = [c for c in updates if (c.after or {})["partitions"] > (c.before or {}).get("partitions", 0)]
-        grown = _retry(
+        grown = self._retry(
             lambda todo: admin.create_partitions(
                 {(c.after or {})["name"]: (c.after or {})["partitions"] for c in todo}
             ),
             grow,
         )
         alter = [c for c in updates if config_ops(c) != ({}, [])]
-        altered = _retry(
+        altered = self._retry(
             lambda todo: admin.alter_topic_configs({(c.after or {})["name"]: config_ops(c) for c in todo}), alter
         )
         for c in updates:
             failures = [r for r in (grown.get(c.address), altered.get(c.address)) if r is not None and not r.ok]
             self._done(c, failures[0] if failures else Outcome(c.address, True))
+        self._flush()
+
+    def _topic_deletes(self, changes: list[ResourceChange]) -> None:
+        for c in changes:
+            # Topic deletion is opt-in (prune.topics) and irreversible; done one by one on purpose.
+            if c.before is None:
+                self._done(c, Outcome(c.address, True, "already gone"))
+            else:
+                self._check_lease()
+                admin, name = self.admins[c.before["cluster"]], str(c.before["name"])
+                deleted = self._retry(functools.partial(_delete_topic, admin, name), [c])
+                self._done(c, deleted[c.address])
+            self._flush()
 
     # -- ACLs -------------------------------------------------------------------------------------------------
     def _acls(self, changes: list[ResourceChange]) -> None:
-        failed_topics = {o.address for o in self.outcomes if o.outcome != "applied"}
         per_cluster: dict[str, list[ResourceChange]] = defaultdict(list)
         for c in changes:
-            form = c.after or c.before or {}
-            topic_addr = f"topic/{form['cluster']}/{form['topic']}"
-            if topic_addr in failed_topics:
-                self._skip(c, f"depends on {topic_addr}, which was not applied")
-                continue
-            per_cluster[form["cluster"]].append(c)
+            per_cluster[(c.after or c.before or {})["cluster"]].append(c)
         for cluster, items in per_cluster.items():
+            self._check_lease()
             admin = self.admins[cluster]
             to_create: dict[str, list[AclEntry]] = {}
             to_delete: dict[str, list[AclEntry]] = {}
@@ -166,42 +315,58 @@ class Executor:
             for c in items:
                 bad = [o for o in per_address[c.address] if not o.ok]
                 self._done(c, bad[0] if bad else Outcome(c.address, True))
+            self._flush()
 
     # -- jobs -------------------------------------------------------------------------------------------------
-    def _jobs(self, jobs: list[ResourceChange], all_changes: Sequence[ResourceChange]) -> None:
-        not_applied = {o.address for o in self.outcomes if o.outcome != "applied"}
+    def _jobs(self, jobs: list[ResourceChange]) -> None:
         for c in jobs:
-            self._flush()  # each job is recorded as soon as it is deployed or stopped
             flow = c.address.split("/", 1)[1]
-            blocked = [
-                x.address
-                for x in all_changes
-                if x.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC)
-                and x.address in not_applied
-                and (x.after or {}).get("source", {}).get("flow", flow) == flow
-            ]
-            if blocked and c.action != Action.DELETE:
-                self._skip(c, f"depends on {', '.join(blocked[:3])}, not applied")
-                continue
             if self.runner is None:
                 self._done(c, Outcome(c.address, False, "no job runner is configured for this apply"))
+                self._flush()
                 continue
+            self._check_lease()
+            deployment: Mapping[str, Any] | None = None
             try:
                 if c.action == Action.DELETE:
                     self.runner.stop(flow)
+                    if (c.before or {}).get("removed"):
+                        self.runner.forget(flow)  # the flow is gone from the file: added back, it starts afresh
                 else:
                     after = c.after or {}
-                    self.runner.deploy(flow, after["spec"], after["spec_digest"])
+                    if after.get("operation") == "move":
+                        self.runner.move(str(after["moved_from"]), flow)
+                    deployment = self.runner.deploy(flow, after["spec"], after["spec_digest"])
             except Exception as exc:  # a runner failure is this change's outcome, not the apply's end
                 self._done(c, Outcome(c.address, False, str(exc)))
-                continue
-            self._done(c, Outcome(c.address, True))
+            else:
+                attributes = None if deployment is None else {**(c.after or {}), "deployment": dict(deployment)}
+                self._done(c, Outcome(c.address, True), attributes)
+                old = (c.after or {}).get("moved_from")
+                if isinstance(old, str):  # the old name's record goes: its job is the renamed one now
+                    why = f"moved to {c.address}"
+                    entry = (f"job/{old}", c.kind.value, None, Action.DELETE.value, "applied", why)
+                    self._unrecorded.append((entry, ChangeOutcome(f"job/{old}", Action.DELETE.value, "applied", why)))
+            self._flush()  # each job is recorded as soon as it is deployed or stopped
+
+    # -- group offsets ----------------------------------------------------------------------------------------
+    def _group_offsets(self, changes: list[ResourceChange]) -> None:
+        for c in changes:
+            self._check_lease()
+            admin = self.admins[(c.after or {})["cluster"]]
+            written = self._retry(functools.partial(_write_group_offsets, admin), [c])
+            self._done(c, written[c.address])
+            self._flush()
 
     # -- outcomes ---------------------------------------------------------------------------------------------
-    def _done(self, c: ResourceChange, result: Outcome) -> None:
+    def _done(self, c: ResourceChange, result: Outcome, attributes: Mapping[str, Any] | None = None) -> None:
+        recorded = "applied" if result.ok else UNCONFIRMED if c.address in self._unconfirmed else "failed"
         outcome = ChangeOutcome(c.address, c.action.value, "applied" if result.ok else "failed", result.message)
-        attributes = None if c.action == Action.DELETE else _recorded_form(c)
-        entry = (c.address, c.kind.value, attributes, c.action.value, outcome.outcome, outcome.message)
+        if c.action == Action.DELETE:
+            attributes = None
+        elif attributes is None:
+            attributes = _recorded_form(c)
+        entry = (c.address, c.kind.value, attributes, c.action.value, recorded, outcome.message)
         self._unrecorded.append((entry, outcome))
 
     def _flush(self) -> None:
@@ -226,6 +391,73 @@ class Executor:
         if self.progress:
             self.progress(outcome, len(self.outcomes), self._total)
 
+    def _check_lease(self) -> None:
+        """Before every cluster or runner change: stop (recording what is done) when the lock's lease is lost."""
+        if self.guard is not None:
+            self._flush()
+            self.guard()
+
+    def _confirm_unanswered(
+        self, admin: ClusterAdmin, creates: list[ResourceChange], results: dict[str, Outcome]
+    ) -> dict[str, Outcome]:
+        """Creates that still timed out after the retries may have happened: ask the controller before giving up.
+
+        There: applied. Not there: failed (the pending record is withdrawn). Not known (the controller does not
+        answer either): failed for this apply, but recorded as unconfirmed, so the pending record stays and the
+        next plan confirms it.
+        """
+        unanswered = {
+            (c.after or {})["name"]: c for c in creates if not results[c.address].ok and results[c.address].transient
+        }
+        if not unanswered:
+            return results
+        try:
+            known = admin.confirm_created(unanswered)
+        except Exception:  # the controller could not be asked: every one of them is unknown
+            known = {}
+        confirmed = dict(results)
+        for name, c in unanswered.items():
+            there = known.get(name)
+            if there:
+                confirmed[c.address] = Outcome(
+                    c.address, True, "created (confirmed with the controller after a timeout)"
+                )
+            elif there is None:
+                self._unconfirmed.add(c.address)
+                confirmed[c.address] = Outcome(
+                    c.address,
+                    False,
+                    f"{results[c.address].message}; the controller could not confirm whether it was created, so it "
+                    "stays recorded as pending and the next plan checks it",
+                )
+        return confirmed
+
+    def _retry(
+        self, call: Callable[[list[ResourceChange]], list[Outcome]], changes: list[ResourceChange]
+    ) -> dict[str, Outcome]:
+        """Run `call` on the changes, retrying the transient failures with backoff; outcomes keyed by address."""
+        results: dict[str, Outcome] = {}
+        todo = list(changes)
+        for delay in (*self.retry_delays, None):
+            if not todo:
+                break
+            outcomes = call(todo)
+            by_key = dict(zip((c.address for c in todo), outcomes, strict=True))
+            results.update(by_key)
+            todo = [c for c in todo if not by_key[c.address].ok and by_key[c.address].transient]
+            if todo and delay is not None:
+                time.sleep(delay)
+                self._check_lease()
+        return results
+
+
+def _step(c: ResourceChange) -> str:
+    if c.kind == Kind.JOB:
+        return "stop" if c.action == Action.DELETE else "start"
+    if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC):
+        return "delete" if c.action == Action.DELETE else "topic"
+    return "acl" if c.kind == Kind.ACL else "offsets"
+
 
 def _recorded_form(c: ResourceChange) -> dict[str, Any] | None:
     after = dict(c.after or {})
@@ -237,12 +469,16 @@ def _recorded_form(c: ResourceChange) -> dict[str, Any] | None:
     return after
 
 
-def _create_topics(admin: KafkaAdmin, changes: list[ResourceChange]) -> list[Outcome]:
+def _create_topics(admin: ClusterAdmin, changes: list[ResourceChange]) -> list[Outcome]:
     afters = [c.after or {} for c in changes]
     return admin.create_topics([(a["name"], a["partitions"], a["replication_factor"], a["configs"]) for a in afters])
 
 
-def _write_group_offsets(admin: KafkaAdmin, changes: list[ResourceChange]) -> list[Outcome]:
+def _delete_topic(admin: ClusterAdmin, name: str, changes: list[ResourceChange]) -> list[Outcome]:
+    return [admin.delete_topic(name)]
+
+
+def _write_group_offsets(admin: ClusterAdmin, changes: list[ResourceChange]) -> list[Outcome]:
     return [write_group_offsets(admin, c.after or {}) for c in changes]
 
 
@@ -261,25 +497,3 @@ def _entries(form: Mapping[str, Any] | None) -> set[AclEntry]:
         )
         for e in form.get("entries", ())
     }
-
-
-def _delete_topic(admin: KafkaAdmin, c: ResourceChange) -> Outcome:
-    if c.before is None:
-        return Outcome(c.address, True, "already gone")
-    return admin.delete_topic(c.before["name"])
-
-
-def _retry(call: Callable[[list[ResourceChange]], list[Outcome]], changes: list[ResourceChange]) -> dict[str, Outcome]:
-    """Run `call` on the changes, retrying the transient failures with backoff; outcomes keyed by address."""
-    results: dict[str, Outcome] = {}
-    todo = list(changes)
-    for delay in (*RETRY_DELAYS, None):
-        if not todo:
-            break
-        outcomes = call(todo)
-        by_key = dict(zip((c.address for c in todo), outcomes, strict=True))
-        results.update(by_key)
-        todo = [c for c in todo if not by_key[c.address].ok and by_key[c.address].transient]
-        if todo and delay is not None:
-            time.sleep(delay)
-    return results

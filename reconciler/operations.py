@@ -18,7 +18,7 @@ from reconciler.adapters.preflight import preflight_warnings
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome, Executor, JobRunner
 from reconciler.plan.builder import build_plan
-from reconciler.plan.definition import Plan, internal_topic_address
+from reconciler.plan.definition import Kind, Plan, internal_topic_address
 from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.spec.models import DesiredState
 from reconciler.state.lock import StateLock, force_unlock
@@ -46,13 +46,24 @@ def state_store(desired: DesiredState, timeout: float = 30.0) -> StateStore:
     return StateStore(cluster, desired.client_config(cluster), desired.state.topic, timeout)
 
 
-def job_runner(desired: DesiredState) -> JobRunner | None:
-    """The runner of `spark.deploy`, or None while no runner can be reached."""
+def job_runner(desired: DesiredState, recorded: RecordedState | None = None) -> JobRunner | None:
+    """The runner of `spark.deploy`, knowing what the state topic recorded of each flow's job; None for none."""
     if desired.spark.deploy == "none":
         return None
-    from reconciler.replication.runners import runner_for
+    from reconciler.runners import runner_for
 
-    return runner_for(desired)
+    return runner_for(desired, recorded_deployments(recorded) if recorded is not None else None)
+
+
+def recorded_deployments(recorded: RecordedState) -> dict[str, dict[str, Any]]:
+    """Per flow, the runner's record of the job apply last deployed (`deployment` of each `job/<flow>` record)."""
+    out = {}
+    for r in recorded.of_kind(Kind.JOB):
+        deployment = r.attributes.get("deployment")
+        flow = r.attributes.get("flow") or r.address.split("/", 1)[1]
+        if isinstance(deployment, dict) and isinstance(flow, str):
+            out[flow] = dict(deployment)
+    return out
 
 
 def job_status(desired: DesiredState, runner: JobRunner | None) -> JobStatus:
@@ -81,7 +92,7 @@ def make_plan(
         desired,
         live,
         recorded,
-        job_status(desired, job_runner(desired)),
+        job_status(desired, job_runner(desired, recorded)),
         plan_id=str(uuid.uuid4()),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         targets=targets,
@@ -91,10 +102,25 @@ def make_plan(
 
 
 def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_topic: str = "") -> None:
-    """Refuse a saved plan when the state moved or the resources it touches changed since it was made.
+    """Refuse a saved plan that was edited, made from another desired state, or made before the state moved or
+    the resources it touches changed.
 
     `state_topic` (an internal_topic address) is exempt: taking the lock creates the state topic itself.
     """
+    if not saved.digest or saved.digest != saved.content_digest():
+        raise StalePlanError(
+            "Saved plan was altered after it was made: its changes, digests or state no longer match the plan's "
+            f"digest ({saved.digest or 'missing'}). Nothing was changed. Apply only a plan file exactly as "
+            "`kmirror plan --out` wrote it; run `kmirror plan --out plan.json` again."
+        )
+    if saved.spec_digest != fresh.spec_digest:
+        raise StalePlanError(
+            f"Saved plan is stale: it was made from a desired state with digest {saved.spec_digest}, the file given "
+            f"now has {fresh.spec_digest}: the file was edited, or its ${{env:..}} references (bootstrap servers, "
+            "state topic, Spark settings) resolve to another environment's values. Nothing was changed. Apply the "
+            "plan with the file and environment it was made with, or run `kmirror plan` again and review the new "
+            "plan."
+        )
     if saved.state.lineage != snapshot.lineage or saved.state.serial != snapshot.serial:
         raise StalePlanError(
             f"Saved plan is stale: it was made against state serial {saved.state.serial} "
@@ -144,7 +170,7 @@ def apply(
         if not plan.has_changes or not confirm(plan):
             return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None
         session = ApplySession(store, snapshot, plan.plan_id, plan.spec_digest, lock.id)
-        executor = Executor(admins, session, job_runner(desired), progress)
+        executor = Executor(admins, session, job_runner(desired, snapshot.recorded()), progress, guard=lock.check)
         try:
             outcomes = executor.run(plan)
         except BaseException:

@@ -9,17 +9,18 @@ Reads only; nothing here changes a cluster or a job.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
 from reconciler.cutover import readiness
 from reconciler.errors import KmirrorError
+from reconciler.jobcontract.status import read_report
 from reconciler.mm2.wire import Heartbeat
+from reconciler.operations import recorded_deployments, state_store
 from reconciler.spec.models import DesiredState, FlowSpec
 
 
@@ -31,6 +32,11 @@ class FlowStatus:
     runner: str
     job_state: str
     running: bool
+    restarts: int = 0
+    last_error: str | None = None
+    data_loss_records: int = 0
+    data_loss_last: str | None = None
+    checkpoint: str | None = None
     records: int | None = None
     bytes: int | None = None
     records_per_s: float | None = None
@@ -47,8 +53,11 @@ class FlowStatus:
         return asdict(self)
 
 
-def flow_status(desired: DesiredState, flow: FlowSpec, timeout: float = 15.0) -> FlowStatus:
-    job = _job_info(desired, flow.name)
+def flow_status(
+    desired: DesiredState, flow: FlowSpec, timeout: float = 15.0, deployments: dict[str, dict[str, Any]] | None = None
+) -> FlowStatus:
+    """`deployments`: what the state topic recorded of each flow's job (see `operations.recorded_deployments`)."""
+    job = _job_info(desired, flow.name, deployments or {})
     st = FlowStatus(flow.name, flow.source, flow.target, desired.spark.deploy, **job)
     try:
         ready = readiness(desired, flow.name, timeout=timeout)
@@ -71,7 +80,12 @@ def status_of(desired: DesiredState, flows: list[str] | None = None, timeout: fl
     unknown = set(flows or ()) - {f.name for f in desired.enabled_flows}
     if unknown:
         raise KmirrorError(f"no enabled flow named {', '.join(sorted(unknown))} in the desired state")
-    return [flow_status(desired, f, timeout) for f in chosen]
+    deployments: dict[str, dict[str, Any]] = {}
+    if desired.spark.deploy != "none":
+        # The state cluster down: the job is still found in its folder; the lag reports the outage.
+        with contextlib.suppress(KmirrorError):
+            deployments = recorded_deployments(state_store(desired, timeout).read().recorded())
+    return [flow_status(desired, f, timeout, deployments) for f in chosen]
 
 
 def newest_heartbeat_age_ms(desired: DesiredState, flow: FlowSpec, timeout: float) -> int | None:
@@ -110,19 +124,27 @@ def newest_heartbeat_age_ms(desired: DesiredState, flow: FlowSpec, timeout: floa
         consumer.close()
 
 
-def _job_info(desired: DesiredState, flow: str) -> dict[str, Any]:
+def _job_info(desired: DesiredState, flow: str, deployments: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if desired.spark.deploy == "none":
         return {"job_state": "not managed (spark.deploy: none)", "running": False}
-    from reconciler.replication.runners import runner_for
+    from reconciler.runners import runner_for
 
-    runner = runner_for(desired)
+    runner = runner_for(desired, deployments)
     job = runner.job(flow)
     if job is None:
+        recorded = deployments.get(flow) or {}
+        if recorded.get("runner") == "local" and recorded.get("host"):
+            return {"job_state": f"unknown: deploy local on host {recorded['host']}", "running": False}
         return {"job_state": "not deployed", "running": False}
-    data = _read(job.folder / "status.json")
+    data = read_report(job.folder / "status.json")
     info: dict[str, Any] = {"job_state": job.state or ("running" if job.running else "stopped"), "running": job.running}
-    if not job.running and job.state in (None, "running", "starting"):
+    if not job.running and job.state in (None, "running", "starting", "restarting"):
         info["job_state"] = "dead (not running; `kmirror apply` restarts it)"
+    info["restarts"] = int(data.get("restarts") or 0)
+    info["last_error"] = data.get("error")
+    info["data_loss_records"] = int(data.get("data_loss_records") or 0)
+    info["data_loss_last"] = data.get("data_loss_last")
+    info["checkpoint"] = job.checkpoint
     records, started = data.get("records"), data.get("started_at")
     if isinstance(records, int):
         info["records"] = records
@@ -135,11 +157,3 @@ def _job_info(desired: DesiredState, flow: str) -> dict[str, Any]:
     if isinstance(data.get("last_batch_at"), int | float):
         info["seconds_since_last_batch"] = round(time.time() - data["last_batch_at"], 1)
     return info
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -22,6 +22,21 @@ from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
 from reconciler.devenv.kafka_local import BrokerOptions, TlsMaterial
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kmirror_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """This session's `$KMIRROR_HOME` (where local jobs keep their folders): never the user's own."""
+    home = tmp_path_factory.mktemp("kmirror-home")
+    previous = os.environ.get("KMIRROR_HOME")
+    os.environ["KMIRROR_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if previous is None:
+            os.environ.pop("KMIRROR_HOME", None)
+        else:
+            os.environ["KMIRROR_HOME"] = previous
+
+
 @dataclass(frozen=True)
 class KafkaCluster:
     """A cluster a test talks to: local (started by the fixture) or existing (from the environment)."""

@@ -157,7 +157,11 @@ class Checkpointer:
         if self.sync_group_offsets and len(self.store):
             t0 = time.monotonic()
             converted = self.store.converted_offsets()
-            target_groups = self.target_admin.groups(lambda g: g in converted)
+            target_groups, incomplete = self.target_admin.read_groups(lambda g: g in converted)
+            if incomplete is not None:  # a group not listed may exist: writing it could move it backwards
+                unknown = sorted(g for g in converted if g not in target_groups)
+                converted = {g: o for g, o in converted.items() if g in target_groups}
+                failures += [f"group {g}: not listed on the target ({incomplete}); not written" for g in unknown]
             for group, offsets in offsets_to_sync(converted, target_groups).items():
                 outcome = self.target_admin.alter_group_offsets(group, offsets, self.store.converted_metadata(group))
                 if outcome.ok:

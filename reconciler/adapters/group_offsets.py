@@ -3,7 +3,9 @@
 `with_group_offsets` adds to a LiveState, for the flows that sync group offsets (or the ones asked for), the
 source groups passing their group filters, the same groups on the target, and each flow's offset-syncs read to
 the end. Source and target groups are read once per cluster, for all flows at once, in parallel.
-`write_group_offsets` writes one `group_offsets` change's `after` (the executor's action).
+`write_group_offsets` writes one `group_offsets` change's `after` (the executor's action). A target group that
+an incomplete listing (a broker did not answer) left out is never taken as absent: it is left out of the plan,
+with a warning naming it.
 
 Must not: decide which offsets to write (the planner does) or write to a group the change does not name.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.adapters.checkpointer import syncs_location
 from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
@@ -51,17 +53,51 @@ def with_group_offsets(
         ids: dict[str, set[str]] = {}
         for f in chosen:
             ids.setdefault(f.target, set()).update(g for g in sources[f.source] if f.group_matches(g))
-        targets = dict(zip(ids, pool.map(lambda c: admins[c].groups(ids[c].__contains__), ids), strict=True))
+        listed = dict(zip(ids, pool.map(lambda c: admins[c].read_groups(ids[c].__contains__), ids), strict=True))
+
+    targets = {c: listing for c, (listing, _) in listed.items()}
+    warnings: list[str] = []
+    unknown: set[str] = set()  # groups whose target state is not known: nothing is planned for them
+    for c, (listing, incomplete) in sorted(listed.items()):
+        if incomplete is None:
+            continue
+        for g in sorted(ids[c] - set(listing)):
+            unknown.add(g)
+            warnings.append(
+                f"group_offsets/{c}/{g}: the consumer groups of '{c}' could not all be listed ({incomplete}); "
+                "this group is not known to be absent there, so no offsets are written to it in this plan. "
+                "Plan again when every broker answers."
+            )
+    if unknown:
+        sources = {c: {g: i for g, i in gs.items() if g not in unknown} for c, gs in sources.items()}
 
     clusters = dict(live.clusters)
     for name in set(sources) | set(targets):
         groups = {**sources.get(name, {}), **targets.get(name, {})}
         clusters[name] = replace(clusters[name], groups={**clusters[name].groups, **groups})
     found = {n: s for n, s in stores.items() if s is not None}
-    return replace(live, clusters=clusters, offset_syncs={**live.offset_syncs, **found})
+    return replace(
+        live,
+        clusters=clusters,
+        offset_syncs={**live.offset_syncs, **found},
+        warnings=(*live.warnings, *warnings),
+    )
 
 
-def write_group_offsets(admin: KafkaAdmin, form: Mapping[str, Any]) -> Outcome:
+class OffsetWriter(Protocol):
+    """The part of an admin that writes a group's offsets (`KafkaAdmin`, or a test's fake)."""
+
+    cluster: str
+
+    def alter_group_offsets(
+        self,
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
+        metadata: Mapping[tuple[str, int], str] | None = None,
+    ) -> Outcome: ...
+
+
+def write_group_offsets(admin: OffsetWriter, form: Mapping[str, Any]) -> Outcome:
     """Commit a change's translated offsets (with their source metadata) for its group.
 
     The broker refuses a group that has members.

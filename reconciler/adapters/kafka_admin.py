@@ -153,6 +153,18 @@ class KafkaAdmin:
         outcomes = self.create_topics([(n, 1, -1, {}) for n in wanted], validate_only=True)
         return {o.key for o in outcomes if o.ok and o.already_done}
 
+    def confirm_created(self, names: Iterable[str]) -> dict[str, bool | None]:
+        """Per name: True when the controller has the topic, False when it has not, None when it did not say.
+
+        For a create whose answer was lost (a timeout): asked with a validate-only create, which the controller
+        answers TOPIC_ALREADY_EXISTS for a committed topic and with success for an absent one.
+        """
+        wanted = sorted(set(names))
+        result: dict[str, bool | None] = {}
+        for o in self.create_topics([(n, 1, -1, {}) for n in wanted], validate_only=True):
+            result[o.key] = True if o.ok and o.already_done else False if o.ok else None
+        return result
+
     def explicit_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Configs set explicitly on each topic (source DYNAMIC_TOPIC_CONFIG); broker defaults never count."""
         names = sorted(set(topics))
@@ -216,8 +228,18 @@ class KafkaAdmin:
 
     def groups(self, wanted: Any = None) -> dict[str, GroupInfo]:
         """Consumer groups (those `wanted(group_id)` accepts) with their state and committed offsets."""
+        return self.read_groups(wanted)[0]
+
+    def read_groups(self, wanted: Any = None) -> tuple[dict[str, GroupInfo], str | None]:
+        """`groups`, and why the listing is incomplete (None when every broker answered).
+
+        ListConsumerGroups asks every broker; one that does not answer leaves its groups out of the listing, so
+        a group missing from an incomplete listing may well exist: never treat it as absent (writing offsets into
+        it could move it backwards).
+        """
         self.round_trips += 1
         listing = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout))
+        incomplete = "; ".join(str(e) for e in listing.errors or ()) or None
         chosen = [g for g in listing.valid if wanted is None or wanted(g.group_id)]
         futures: dict[str, Future[Any]] = {}
         for g in chosen:  # the protocol takes one group per request; they are all in flight at once
@@ -234,7 +256,7 @@ class KafkaAdmin:
             metadata = {(tp.topic, tp.partition): tp.metadata for tp in committed if tp.metadata}
             state = g.state.name if g.state is not None else "UNKNOWN"
             result[g.group_id] = GroupInfo(g.group_id, state, offsets, metadata)
-        return result
+        return result, incomplete
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self._list_offsets(partitions, OffsetSpec.latest())
@@ -388,7 +410,8 @@ def unreachable(cluster: str, bootstrap: str, timeout: float, exc: BaseException
     """The error for a cluster that did not answer, for the admin here and the other clients kmirror opens."""
     return ClusterUnreachableError(
         f"cluster '{cluster}' ({bootstrap}) did not answer within {timeout:.0f}s: {exc}. "
-        "Check its bootstrap_servers and client settings in the desired-state file, and that it is up."
+        "Check its bootstrap_servers and client settings in the desired-state file, and that it is up.",
+        cluster=cluster,
     )
 
 

@@ -105,9 +105,10 @@ def down(root: Path | None) -> None:
     """
     root = (root or dev_clusters.dev_root()).resolve()
     from reconciler.devenv.demo import demo_dir
-    from reconciler.replication.runners import LocalRunner
+    from reconciler.runners import LocalRunner
+    from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 
-    runner = LocalRunner(demo_dir(root))
+    runner = LocalRunner(demo_dir(root), state_topic=DEFAULT_STATE_TOPIC)  # the demo's file names no state topic
     for flow, info in runner.status().jobs.items():
         if info.running:
             runner.stop(flow)

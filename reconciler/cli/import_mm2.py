@@ -1,8 +1,11 @@
 """`kmirror import mm2 FILE...`: turn MirrorMaker 2 configuration into a kmirror.yaml.
 
-Reads a connect-mirror-maker properties file or MM2 connector JSON configs, writes the desired state (to
-`-o` or stdout), and lists on stderr what could not be carried over. The output is validated before it is
-written, so what comes out is a file `kmirror validate` accepts.
+Reads a connect-mirror-maker properties file, MM2 connector JSON configs, or Strimzi `KafkaMirrorMaker2`
+resources (told apart by content), writes the desired state (to `-o` or stdout), and lists on stderr, as
+warnings, what could not be carried over. The output is validated before it is written, so what comes out is a
+file `kmirror validate` accepts; when it would not be, the error names the input files and the field.
+
+Must not: write a file kmirror would reject, or overwrite one without --force.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import click
 
 from reconciler.errors import ConfigError
 from reconciler.importers.mm2_config import MM2ImportError, import_files
+from reconciler.spec.issues import SpecError, format_field_path
 from reconciler.spec.loader import load_text
 
 
@@ -31,12 +35,13 @@ def import_group() -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def mm2(files: tuple[str, ...], output: str | None, force: bool) -> None:
-    """Translate MM2 config: one connect-mirror-maker.properties, or connector JSON files.
+    """Translate MM2 config: one connect-mirror-maker.properties, connector JSON files, or Strimzi resources.
 
     \b
     Examples:
       kmirror import mm2 connect-mirror-maker.properties -o kmirror.yaml
       kmirror import mm2 mm2-source.json mm2-checkpoint.json mm2-heartbeat.json
+      kmirror import mm2 kafka-mirror-maker-2.yaml -o kmirror.yaml   # a Strimzi KafkaMirrorMaker2
     """
     texts = {}
     for name in files:
@@ -48,10 +53,17 @@ def mm2(files: tuple[str, ...], output: str | None, force: bool) -> None:
         result = import_files(texts)
     except MM2ImportError as exc:
         raise ConfigError(str(exc)) from None
-    target = output or "kmirror.yaml"
-    load_text(result.yaml_text, file=target)  # refuse to write a file kmirror itself would reject
+    try:  # refuse to write a file kmirror itself would reject
+        load_text(result.yaml_text, file=output or "kmirror.yaml")
+    except SpecError as exc:
+        problems = "; ".join(f"{format_field_path(i.path)}: {i.message}" for i in exc.errors)
+        raise ConfigError(
+            f"{', '.join(files)}: the translated configuration would not be a valid kmirror.yaml ({problems}). "
+            "Nothing was written. Check that the input is a complete MM2 configuration (clusters with bootstrap "
+            "servers and at least one enabled flow)."
+        ) from None
     for note in result.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"warning: {note}", err=True)
     if output is None:
         click.echo(result.yaml_text, nl=False)
         return

@@ -18,8 +18,12 @@ from typing import Any
 import click
 
 from reconciler import __version__
+from reconciler.cli.extras import extra_for, missing_extra_message
 from reconciler.errors import KmirrorError
 from reconciler.spec.redaction import ScrubbingStream, scrub
+
+#: Exit code of every error, usage errors included (click's own default for those is 2).
+USAGE_ERROR_EXIT_CODE = 1
 
 #: Options of the `kmirror` group that are also accepted after a command name.
 GLOBAL_FLAGS = ("--debug", "--no-color")
@@ -29,9 +33,36 @@ class KmirrorGroup(click.Group):
     """Runs every command under one handler: a `KmirrorError` becomes `Error: ...` and exit code 1.
 
     Anything else that escapes a command is a bug in kmirror, not in the user's input: it also exits 1 with one
-    line, and says how to get the traceback. `--debug` re-raises both. Ctrl-C exits 130 without a traceback.
-    Click's own usage errors and exits pass through untouched.
+    line, and says how to get the traceback. A module of an extra that is not installed (pyspark in a plan-only
+    install) is an error naming the extra to install. `--debug` re-raises all of them. Ctrl-C exits 130 without
+    a traceback.
+    Click's usage errors (an unknown option, a bad choice, `--timeout abc`) are shown as click shows them but
+    exit 1, not click's 2: exit code 2 means "changes present" (`plan --detailed-exitcode`) and nothing else,
+    so a drift check never reads a typo as drift.
     """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
+        argv = list(kwargs.get("args") or (args[0] if args else None) or sys.argv[1:])
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.ClickException as exc:
+            if _wants_json(argv):  # a script asked for JSON: it gets a document, on stdout, for this error too
+                from reconciler.cli.diagnostics import document, dumps
+                from reconciler.errors import Diagnostic
+
+                hint = "run the command with --help for its options"
+                click.echo(dumps(document([Diagnostic("error", exc.format_message(), hint)])))
+            exc.show()
+            sys.exit(USAGE_ERROR_EXIT_CODE)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(USAGE_ERROR_EXIT_CODE)
+        # Without standalone mode click returns `ctx.exit(code)`'s code (e.g. 0 after --help) or the command's
+        # return value (None): exit with the former, 0 for the latter.
+        sys.exit(result if isinstance(result, int) else 0)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `kmirror plan --debug` works like `kmirror --debug plan`, as kubectl users expect of global flags.
@@ -55,6 +86,12 @@ class KmirrorGroup(click.Group):
             if _debug(ctx):
                 raise
             click.secho(scrub(f"Error: {exc}"), err=True, fg="red", color=_color(ctx))
+            sys.exit(1)
+        except ModuleNotFoundError as exc:
+            extra = extra_for(exc)
+            if extra is None or _debug(ctx):
+                raise
+            click.secho(f"Error: {missing_extra_message(str(exc.name), extra)}", err=True, fg="red", color=_color(ctx))
             sys.exit(1)
         except KeyboardInterrupt:
             if _debug(ctx):
@@ -95,6 +132,14 @@ class KmirrorGroup(click.Group):
 def _is_client_config_error(exc: Exception) -> bool:
     """librdkafka refusing a property when a client is built: the user's input, not a bug in kmirror."""
     return type(exc).__name__ == "KafkaException" and "_INVALID_ARG" in str(exc)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--format json` (or `--format=json`) among the arguments of a command that prints JSON errors."""
+    if not {"validate", "plan", "status"} & set(argv):
+        return False
+    pairs = zip(argv, [*argv[1:], ""], strict=True)
+    return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in pairs)
 
 
 def _debug(ctx: click.Context) -> bool:

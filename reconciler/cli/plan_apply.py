@@ -14,11 +14,14 @@ from pathlib import Path
 import click
 
 from reconciler import operations
+from reconciler.cli.diagnostics import json_errors, located_in
+from reconciler.cli.extras import require_module
 from reconciler.cli.options import file_option
+from reconciler.cli.planfile import read_plan
 from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome
-from reconciler.plan.definition import Plan
+from reconciler.plan.definition import Action, Kind, Plan
 from reconciler.spec import load
 
 _target_option = click.option(
@@ -28,6 +31,9 @@ _target_option = click.option(
     metavar="ADDRESS",
     help="Only these resources: an address, a prefix ending in '/', or a glob (repeatable).",
 )
+
+
+_DEPLOYS = (Action.CREATE, Action.UPDATE, Action.REPLACE)
 
 
 def _color(ctx: click.Context) -> bool:
@@ -54,6 +60,7 @@ def _render(plan: Plan, fmt: str, color: bool) -> str:
 @_target_option
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for each cluster.")
 @click.pass_context
+@json_errors()
 def plan(
     ctx: click.Context, path: str, out: Path | None, fmt: str, detailed_exitcode: bool, targets: tuple[str, ...],
     timeout: float,
@@ -67,10 +74,12 @@ def plan(
       kmirror plan --format markdown > comment.md       # for a pull request
       kmirror plan --detailed-exitcode                   # drift check: exit 2 when anything changed
       kmirror plan --target topic/cloud/                 # only the topics on cluster 'cloud'
+
+    With --format json a failure prints {"ok": false, "diagnostics": [...]} on stdout (and exits 1).
     """
-    desired = load(path).state
-    with status("Reading the clusters, the state and the jobs"):
-        result = operations.make_plan(desired, targets=targets, timeout=timeout)
+    loaded = load(path)
+    with located_in(loaded), status("Reading the clusters, the state and the jobs"):
+        result = operations.make_plan(loaded.state, targets=targets, timeout=timeout)
     if out is not None:
         out.write_text(result.to_json())
     click.echo(_render(result, fmt, _color(ctx)), nl=False)
@@ -101,11 +110,13 @@ def apply(
       kmirror apply -f kmirror.yaml plan.json         # exactly the reviewed plan; refused if stale
     """
     desired = load(path).state
-    saved = Plan.from_json(planfile.read_text()) if planfile else None
+    saved = read_plan(planfile) if planfile else None
     color = _color(ctx)
     started = time.monotonic()
 
     def confirm(p: Plan) -> bool:
+        if any(c.kind == Kind.JOB and c.action in _DEPLOYS for c in p.changes):
+            require_module("pyspark")  # before anything is changed, not as a failed job after the topics
         click.echo(_render(p, "text", color), nl=False)
         if auto_approve or saved is not None:
             return True

@@ -1,5 +1,12 @@
-"""`kmirror schema`: write the JSON Schema of kmirror.yaml (or, with --markdown, the reference page generated
-from it); `--check` fails when the file on disk is stale."""
+"""`kmirror schema`: print the JSON Schema of kmirror.yaml (or, with --markdown, the reference page generated
+from it) on stdout, or write it to `-o PATH`; `--check` fails when a file on disk is stale.
+
+Writes nowhere unless told: `-o PATH` names the file. kmirror's own repository regenerates its copies with
+`kmirror schema -o schemas/kmirror.schema.json` and `kmirror schema --markdown -o docs/reference.md`, and CI checks
+them with `--check` (whose default paths are those two files).
+
+Must not: write a file nobody named with `-o` (the working directory may be anyone's repository).
+"""
 
 from __future__ import annotations
 
@@ -17,29 +24,27 @@ from reconciler.spec.schema import SCHEMA_PATH, schema_text
     "-o",
     "--output",
     default=None,
-    help=f"Where to write; '-' prints it. [default: {SCHEMA_PATH}, with --markdown {REFERENCE_PATH}]",
+    metavar="PATH",
+    help=f"Write to PATH instead of stdout ('-' is stdout). With --check: the file to compare "
+    f"[default: {SCHEMA_PATH}, with --markdown {REFERENCE_PATH}].",
 )
 @click.option("--markdown", is_flag=True, help="The Markdown reference of every field instead of the JSON Schema.")
 @click.option("--check", is_flag=True, help="Do not write; exit 1 if the file differs from the models.")
 def schema(output: str | None, markdown: bool, check: bool) -> None:
-    """Generate the JSON Schema editors use to complete and check kmirror.yaml.
+    """Print the JSON Schema editors use to complete and check kmirror.yaml (or write it with -o).
 
     \b
     Examples:
-      kmirror schema -o kmirror.schema.json   # then, first line of kmirror.yaml:
-                                              # yaml-language-server: $schema=kmirror.schema.json
-      kmirror schema -o - | jq '.properties | keys'
-      kmirror schema --markdown               # docs/reference.md, every field with type and default
-      kmirror schema --check && kmirror schema --markdown --check   # CI: both files are fresh
+      kmirror schema > kmirror.schema.json     # then, first line of kmirror.yaml:
+                                               # yaml-language-server: $schema=kmirror.schema.json
+      kmirror schema | jq '.properties | keys'
+      kmirror schema --markdown -o docs/reference.md      # every field with type and default
+      kmirror schema --check && kmirror schema --markdown --check   # kmirror's CI: both files are fresh
     """
     text = reference_markdown() if markdown else schema_text()
-    output = output or (REFERENCE_PATH if markdown else SCHEMA_PATH)
-    command = "kmirror schema" + (" --markdown" if markdown else "")
-    if output == "-":
-        click.echo(text, nl=False)
-        return
-    path = Path(output)
     if check:
+        path = Path(output or (REFERENCE_PATH if markdown else SCHEMA_PATH))
+        command = f"kmirror schema{' --markdown' if markdown else ''} -o {path}"
         try:
             current = path.read_text(encoding="utf-8")
         except OSError:
@@ -48,6 +53,10 @@ def schema(output: str | None, markdown: bool, check: bool) -> None:
             raise KmirrorError(f"{path} is stale: the models changed (run '{command}' and commit the file)")
         click.echo(f"{path} is up to date.")
         return
+    if output is None or output == "-":
+        click.echo(text, nl=False)
+        return
+    path = Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    click.echo(f"Wrote {path}.")
+    click.echo(f"Wrote {path}.", err=True)

@@ -1,15 +1,26 @@
-"""`kmirror status -f FILE [--flow NAME] [--format text|json] [--watch]`."""
+"""`kmirror status -f FILE [--flow NAME] [--format text|json] [--watch] [--timeout SECONDS]`.
+
+Every cluster the chosen flows use is asked for its metadata first, all at once: a cluster that does not
+answer within `--timeout` is an error naming it (exit 1), not a status of empty lags. With `--format json` a
+failure prints the error document of `diagnostics.py`.
+
+Must not: change a cluster or a job; exit 0 when a cluster did not answer.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import click
 
+from reconciler.cli.diagnostics import json_errors, located_in
 from reconciler.cli.options import file_option
+from reconciler.errors import KmirrorError, ManyErrors
 from reconciler.spec import load
+from reconciler.spec.models import DesiredState
 from reconciler.status import FlowStatus, status_of
 
 
@@ -18,8 +29,14 @@ from reconciler.status import FlowStatus, status_of
 @click.option("--flow", "flows", multiple=True, help="Only this flow (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until Ctrl-C.")
+@click.option(
+    "--timeout", type=float, default=15.0, show_default=True, metavar="SECONDS", help="Seconds to wait per cluster."
+)
 @click.pass_context
-def status(ctx: click.Context, path: str, flows: tuple[str, ...], fmt: str, watch: float | None) -> None:
+@json_errors()
+def status(
+    ctx: click.Context, path: str, flows: tuple[str, ...], fmt: str, watch: float | None, timeout: float
+) -> None:
     """Per flow: job state, throughput, lag per topic and partition, heartbeat age, cutover verdict.
 
     \b
@@ -27,13 +44,17 @@ def status(ctx: click.Context, path: str, flows: tuple[str, ...], fmt: str, watc
       kmirror status -f kmirror.yaml
       kmirror status -f kmirror.yaml --flow onprem-to-cloud --format json
       kmirror status -f kmirror.yaml --watch 2          # watch lag go to zero
+      kmirror status -f kmirror.yaml --timeout 5        # exit 1 if a cluster does not answer in 5 s
     """
-    desired = load(path).state
+    loaded = load(path)
+    desired = loaded.state
     color = sys.stdout.isatty() and not (ctx.obj or {}).get("no_color")
     while True:
-        statuses = status_of(desired, list(flows))
+        with located_in(loaded):
+            require_reachable(desired, _clusters_of(desired, flows), timeout)
+        statuses = status_of(desired, list(flows), timeout=timeout)
         if fmt == "json":
-            click.echo(json.dumps({"flows": [s.to_json() for s in statuses]}, indent=2))
+            click.echo(json.dumps({"ok": True, "flows": [s.to_json() for s in statuses]}, indent=2))
         else:
             click.echo(render(statuses, color), nl=False)
         if watch is None:
@@ -41,6 +62,35 @@ def status(ctx: click.Context, path: str, flows: tuple[str, ...], fmt: str, watc
         time.sleep(watch)
         if fmt == "text":
             click.echo()
+
+
+def _clusters_of(desired: DesiredState, flows: tuple[str, ...]) -> list[str]:
+    names: set[str] = set()
+    for flow in desired.enabled_flows:
+        if not flows or flow.name in flows:
+            names.update((flow.source, flow.target))
+    return sorted(names)
+
+
+def require_reachable(desired: DesiredState, clusters: list[str], timeout: float) -> None:
+    """Ask every cluster for its metadata in parallel; raise naming each one that did not answer in `timeout`."""
+    from reconciler.adapters.kafka_admin import KafkaAdmin
+
+    def probe(name: str) -> KmirrorError | None:
+        try:
+            KafkaAdmin(name, desired.client_config(name), timeout).topics()
+        except KmirrorError as exc:
+            return exc
+        return None
+
+    if not clusters:
+        return
+    with ThreadPoolExecutor(max_workers=len(clusters), thread_name_prefix="kmirror-status-probe") as pool:
+        failed = [e for e in pool.map(probe, clusters) if e is not None]
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise ManyErrors(failed)
 
 
 def render(statuses: list[FlowStatus], color: bool) -> str:
@@ -57,6 +107,10 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             facts.append(f"last batch {s.seconds_since_last_batch:.0f}s ago")
         if s.heartbeat_age_ms is not None:
             facts.append(f"newest heartbeat on target {s.heartbeat_age_ms / 1000:.1f}s old")
+        if s.restarts:
+            facts.append(f"{s.restarts} restart(s)" + (f", last error: {s.last_error}" if s.last_error else ""))
+        if s.data_loss_records:
+            facts.append(f"{s.data_loss_records:,} records deleted on the source before they were copied")
         if facts:
             out.append("  " + ", ".join(facts))
         if s.metrics_url:

@@ -19,6 +19,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.devenv import dev_clusters
+from reconciler.jobcontract.layout import local_job_folder
+from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 
 FLOW = "source-to-target"
 TOPICS = {"demo.orders": (6, {"retention.ms": "604800000"}), "demo.payments": (3, {"cleanup.policy": "compact"})}
@@ -82,10 +84,8 @@ def run(root: Path, say: Callable[[str], None] = print) -> Path:
         if "cutover: ready" in out.stdout and "records copied" in out.stdout:
             break
         if time.monotonic() > deadline:
-            raise SystemExit(
-                "the flow was not ready (lag 0, groups translated) within 7 minutes; see the job's driver.log "
-                f"under {folder / '.kmirror' / 'jobs'}"
-            )
+            log = local_job_folder(DEFAULT_STATE_TOPIC, FLOW).log
+            raise SystemExit(f"the flow was not ready (lag 0, groups translated) within 7 minutes; see {log}")
         time.sleep(5)
     say(
         "\nReplication runs. Try:\n"

@@ -72,8 +72,14 @@ def read_record(home: Path) -> StandaloneCluster | None:
         return None
 
 
-def start(home: Path, *, cores: int = 2, memory: str = "2g", timeout: float = 120.0) -> StandaloneCluster:
-    """Start a master and a worker in `home` (or return the ones already running there)."""
+def start(
+    home: Path, *, cores: int = 2, memory: str = "2g", timeout: float = 120.0, rest_jws_key: str | None = None
+) -> StandaloneCluster:
+    """Start a master and a worker in `home` (or return the ones already running there).
+
+    `rest_jws_key` (base64url, at least 32 bytes): the REST submission server requires a JWS signed with it
+    (Spark's JWSFilter), as a production master should.
+    """
     home = home.resolve()
     previous = read_record(home)
     if previous is not None and previous.running:
@@ -91,7 +97,14 @@ def start(home: Path, *, cores: int = 2, memory: str = "2g", timeout: float = 12
         f"spark.master.rest.host {LOOPBACK}\n"
         "spark.ui.reverseProxy false\n"
         "spark.worker.cleanup.enabled false\n"
+        + (
+            "spark.master.rest.filters org.apache.spark.ui.JWSFilter\n"
+            f"spark.org.apache.spark.ui.JWSFilter.param.secretKey {rest_jws_key}\n"
+            if rest_jws_key
+            else ""
+        )
     )
+    conf.chmod(0o600)
     env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOG_DIR": str(home / "logs")}
     env.pop("SPARK_CONF_DIR", None)
     spark_class = str(spark_home() / "bin" / "spark-class")
@@ -148,8 +161,13 @@ def _wait_ready(cluster: StandaloneCluster, timeout: float) -> None:
             with urllib.request.urlopen(f"{cluster.webui_url}/json/", timeout=2) as resp:
                 workers = json.loads(resp.read()).get("workers", [])
             if any(w.get("state") == "ALIVE" for w in workers):
-                with urllib.request.urlopen(f"{cluster.rest_url}/v1/submissions/status/none", timeout=2):
-                    return
+                try:
+                    with urllib.request.urlopen(f"{cluster.rest_url}/v1/submissions/status/none", timeout=2):
+                        return
+                except urllib.error.HTTPError as exc:
+                    if exc.code in (401, 403):
+                        return  # it answers, and wants a token: up
+                    raise
             last = "worker not registered yet"
         except (OSError, ValueError) as exc:
             last = str(exc)

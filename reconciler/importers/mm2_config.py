@@ -1,16 +1,19 @@
 """Translate MirrorMaker 2 configurations into a kmirror desired state.
 
-Two inputs are understood: a dedicated-mode `connect-mirror-maker.properties` file (clusters, `A->B.enabled`,
-`A.bootstrap.servers`, `A->B.*` overrides of top-level settings) and Kafka Connect connector configs in JSON
-(MirrorSourceConnector, MirrorCheckpointConnector, MirrorHeartbeatConnector; flat or wrapped as
-`{"name": .., "config": {..}}`). The result keeps MM2's behaviour: its defaults are written out where kmirror's
-differ (MM2 creates remote topics with replication factor 2), and every property that has no kmirror
-equivalent is listed with the reason, in the YAML as comments and in `ImportResult.notes`.
+Three inputs are understood, told apart by their content (`input_format`): a dedicated-mode
+`connect-mirror-maker.properties` file (clusters, `A->B.enabled`, `A.bootstrap.servers`, `A->B.*` overrides of
+top-level settings), Kafka Connect connector configs in JSON (MirrorSourceConnector, MirrorCheckpointConnector,
+MirrorHeartbeatConnector; flat or wrapped as `{"name": .., "config": {..}}`), and Strimzi `KafkaMirrorMaker2`
+resources (read by `strimzi.py`). Anything else is refused naming the file. The result keeps MM2's behaviour:
+its defaults are written out where kmirror's differ (MM2 creates remote topics with replication factor 2), and
+every property that has no kmirror equivalent is listed with the reason, in the YAML as comments and in
+`ImportResult.notes`.
 
 Secrets are never copied: a password, secret or JAAS line becomes `${env:<ALIAS>_<PROPERTY>}` and the note
 says which variable to set. A JAAS line for PLAIN or SCRAM keeps its username and references the password.
 
 Pure: works on texts and returns text; the CLI reads and writes the files.
+Must not: read or write files, or copy a secret's value into the result.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from reconciler.importers.strimzi import StrimziError, is_kubernetes_resource, parse_resources
 from reconciler.spec.defaults import MM2_REPLICATION_FACTOR
 from reconciler.spec.models import ALIAS_PATTERN
 from reconciler.spec.secrets import is_sensitive_key
@@ -154,9 +158,9 @@ def parse_connector_json(text: str, origin: str) -> dict[str, str]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise MM2ImportError(f"{origin}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise MM2ImportError(f"{origin}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise MM2ImportError(f"{origin}: expected a JSON object with the connector config")
+        raise MM2ImportError(f"{origin}:1: expected a JSON object with the connector config")
     if isinstance(data.get("config"), dict):
         config = dict(data["config"])
         config.setdefault("name", data.get("name", ""))
@@ -237,7 +241,10 @@ def import_connectors(texts: Mapping[str, str]) -> ImportResult:
         config = parse_connector_json(text, origin)
         kind = config.get("connector.class", "").removeprefix(_MIRROR)
         if kind not in (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR, HEARTBEAT_CONNECTOR):
-            raise MM2ImportError(f"{origin}: connector.class {config.get('connector.class')!r} is not an MM2 connector")
+            raise MM2ImportError(
+                f"{origin}: connector.class {config.get('connector.class')!r} is not an MM2 connector (expected "
+                f"{SOURCE_CONNECTOR}, {CHECKPOINT_CONNECTOR} or {HEARTBEAT_CONNECTOR})"
+            )
         source = config.get("source.cluster.alias", "source")
         target = config.get("target.cluster.alias", "target")
         by_pair.setdefault((source, target), {})[kind] = (origin, config)
@@ -274,18 +281,87 @@ def import_connectors(texts: Mapping[str, str]) -> ImportResult:
     return _result(out, list(texts))
 
 
+def import_strimzi(texts: Mapping[str, str]) -> ImportResult:
+    """Translate Strimzi `KafkaMirrorMaker2` resources (one or more, in one or more manifests)."""
+    out = _Translation()
+    for origin, text in texts.items():
+        try:
+            resources = parse_resources(text, origin)
+        except StrimziError as exc:
+            raise MM2ImportError(str(exc)) from None
+        for resource in resources:
+            out.notes.extend(resource.notes)
+            out.env_vars.extend(resource.env_vars)
+            for alias, props in resource.clusters.items():
+                cluster = _cluster(alias, props, out, origin)
+                if alias in out.clusters and out.clusters[alias] != cluster:
+                    out.notes.append(f"cluster '{alias}' is declared differently in two resources; kept the first")
+                out.clusters.setdefault(alias, cluster)
+            for mirror in resource.mirrors:
+                flow = _Flow(
+                    mirror.source,
+                    mirror.target,
+                    mirror.settings,
+                    has_source_connector=SOURCE_CONNECTOR in mirror.connectors,
+                    has_checkpoint_connector=CHECKPOINT_CONNECTOR in mirror.connectors,
+                    has_heartbeat_connector=HEARTBEAT_CONNECTOR in mirror.connectors,
+                    origin=mirror.origin,
+                )
+                out.flows.append(_flow(flow, out))
+    return _result(out, list(texts))
+
+
+FORMATS = {
+    "properties": "MM2 properties (connect-mirror-maker.properties)",
+    "connector": "Kafka Connect connector JSON",
+    "strimzi": "a Strimzi KafkaMirrorMaker2 resource",
+}
+
+
+def input_format(name: str, text: str) -> str:
+    """ "properties", "connector" or "strimzi"; `MM2ImportError` naming the file when it is none of them."""
+    if looks_like_json(text):
+        return "connector"
+    if is_kubernetes_resource(text):
+        return "strimzi"
+    unknown = f"{name}: unknown input format: it is not " + ", not ".join(FORMATS.values()).replace(
+        ", not a", ", nor a"
+    )
+    if _is_structured_yaml(text):
+        raise MM2ImportError(f"{unknown} (a YAML document without apiVersion and kind; is it a kmirror.yaml already?)")
+    props, _ = parse_properties(text)
+    if not any(k == "clusters" or "->" in k or k.endswith(".bootstrap.servers") for k in props):
+        raise MM2ImportError(f"{unknown} (no 'clusters = ...', 'A->B.enabled' or 'A.bootstrap.servers' line)")
+    return "properties"
+
+
+def _is_structured_yaml(text: str) -> bool:
+    try:
+        data = YAML(typ="safe").load(text)
+    except Exception:  # any YAML error: not YAML, so perhaps properties
+        return False
+    return isinstance(data, dict) and any(isinstance(v, dict | list) for v in data.values())
+
+
 def import_files(texts: Mapping[str, str]) -> ImportResult:
-    """Properties file(s) or connector JSON files, told apart by their content."""
-    json_texts = {name: text for name, text in texts.items() if looks_like_json(text)}
-    prop_texts = {name: text for name, text in texts.items() if not looks_like_json(text)}
-    if json_texts and prop_texts:
-        raise MM2ImportError("give either one connect-mirror-maker properties file or connector JSON files, not both")
-    if len(prop_texts) > 1:
+    """Properties, connector JSON or Strimzi resource files, told apart by their content (one format at a time)."""
+    if not texts:
+        raise MM2ImportError("no input file given")
+    kinds = {name: input_format(name, text) for name, text in texts.items()}
+    if len(set(kinds.values())) > 1:
+        raise MM2ImportError(
+            "give files of one format at a time, got: "
+            + "; ".join(f"{name} ({FORMATS[kind]})" for name, kind in kinds.items())
+        )
+    kind = next(iter(kinds.values()))
+    if kind == "strimzi":
+        return import_strimzi(texts)
+    if kind == "connector":
+        return import_connectors(texts)
+    if len(texts) > 1:
         raise MM2ImportError("give one connect-mirror-maker properties file at a time")
-    if prop_texts:
-        ((name, text),) = prop_texts.items()
-        return import_properties(text, name)
-    return import_connectors(json_texts)
+    ((name, text),) = texts.items()
+    return import_properties(text, name)
 
 
 # -- pieces -------------------------------------------------------------------------------------------------
@@ -587,7 +663,7 @@ def _naming(policy_class: str | None, separator: str | None, name: str, out: _Tr
                 f"flow {name}: custom replication.policy.class {policy_class} is not supported; imported as "
                 "prefix naming (a template policy may express it: naming: {policy: template, template: ...})"
             )
-    if separator is not None and separator != ".":
+    if separator is not None and separator != "." and naming["policy"] != "identity":
         if re.fullmatch(r"[._-]{1,5}", separator):
             naming["separator"] = separator
         else:

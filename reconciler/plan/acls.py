@@ -5,7 +5,8 @@ the replication job writes a remote topic); ALLOW ALL becomes ALLOW READ; DENY i
 are kept; the resource becomes the remote topic name. kmirror adds: it never deletes an ACL it did not create,
 and deletes one it created only when `prune.acls` is on. One address is (cluster, principal, operation,
 topic); its `after.entries` are all (host, permission) pairs the topic will have for that principal and
-operation, and `after.managed` those kmirror owns. Pure: values in, values out.
+operation, and `after.managed` those kmirror owns. The ACLs on the topics of a disabled flow are left as they
+are (the flow keeps its topics). Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -77,10 +78,11 @@ def plan_acls(desired: DesiredState, live: LiveState, recorded: RecordedState) -
             (e["host"], e["permission"]) for e in a.get("managed", ())
         }
 
+    kept = disabled_flow_topics(desired, recorded)
     for key in sorted(want.keys() | owned.keys()):
-        cluster, _principal, operation, _topic = key
-        if cluster not in readable_targets:
-            continue
+        cluster, _principal, operation, topic = key
+        if cluster not in readable_targets or (key not in want and (cluster, topic) in kept):
+            continue  # not read, or on a topic a disabled flow keeps (its ACLs stay as they are)
         address = acl_address(*key)
         current = live_entries.get(key, set())
         wanted = want.get(key, set())
@@ -115,6 +117,17 @@ def plan_acls(desired: DesiredState, live: LiveState, recorded: RecordedState) -
             )
         )
     return out
+
+
+def disabled_flow_topics(desired: DesiredState, recorded: RecordedState) -> set[tuple[str, str]]:
+    """(cluster, topic) of every remote topic kmirror recorded for a flow that is now disabled."""
+    disabled = {f.name for f in desired.flows if not f.enabled}
+    kept = set()
+    for res in recorded.of_kind(Kind.TOPIC):
+        origin = res.attributes.get("source")
+        if isinstance(origin, dict) and origin.get("flow") in disabled:
+            kept.add((str(res.attributes["cluster"]), str(res.attributes["name"])))
+    return kept
 
 
 def _form(key: Key, entries: set[HostPermission], managed: set[HostPermission] | None) -> dict[str, object]:

@@ -67,7 +67,7 @@ def build_plan(
         changes=ordered,
         warnings=tuple(warnings),
         summary=summarize(ordered),
-    )
+    ).sealed()
 
 
 def matches_target(address: str, targets: Sequence[str]) -> bool:

@@ -7,6 +7,7 @@ check) and `after` (the whole resulting form, so the executor derives its calls 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from enum import StrEnum
 from typing import Any
@@ -76,6 +77,24 @@ class Plan(_Frozen):
     changes: tuple[ResourceChange, ...] = ()
     warnings: tuple[str, ...] = ()
     summary: Summary = Field(default_factory=Summary)
+    #: `sha256:` of what apply executes (plan id, spec digest, state, changes): a saved plan whose `after` values,
+    #: digests or changes were edited no longer matches it and is refused. Warnings and reasons are not in it.
+    digest: str = ""
+
+    def content_digest(self) -> str:
+        body = {
+            "format_version": self.format_version,
+            "plan_id": self.plan_id,
+            "spec_digest": self.spec_digest,
+            "state": self.state.model_dump(mode="json"),
+            "changes": [c.model_dump(mode="json", exclude={"reason"}) for c in self.changes],
+        }
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+    def sealed(self) -> Plan:
+        """This plan with its `digest` set."""
+        return self.model_copy(update={"digest": self.content_digest()})
 
     @property
     def has_changes(self) -> bool:

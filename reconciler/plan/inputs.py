@@ -45,13 +45,26 @@ class RecordedState:
 
 @dataclass(frozen=True)
 class JobInfo:
-    """What a job runner knows about one flow's replication job."""
+    """What a job runner knows about one flow's replication job, from the runner's own API (never the checkout)."""
 
     flow: str
-    running: bool
+    #: None: the runner cannot tell from here (a local job on another host); the planner changes nothing then.
+    running: bool | None
     spec_digest: str | None = None
     runner: str = "local"
     detail: str = ""
+    #: The job's own state (`jobcontract.status.JobState`), when it reported one.
+    state: str | None = None
+    #: Query restarts after failures since the job's process started, and the last failure.
+    restarts: int = 0
+    last_error: str | None = None
+    #: Records the job skipped because the source no longer had them (retention, DeleteRecords, re-created topic).
+    data_loss_records: int = 0
+    #: Where the job checkpoints; `checkpoint_missing`: a flow deployed before whose checkpoint is gone (None:
+    #: cannot be checked from here), so it resumes from the offset-syncs rather than from `start_from`.
+    checkpoint: str | None = None
+    checkpoint_missing: bool | None = False
+    host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,3 +72,5 @@ class JobStatus:
     jobs: Mapping[str, JobInfo] = field(default_factory=dict)
     #: False when the runner could not be asked (the planner then plans no job changes and warns).
     known: bool = True
+    #: The runner runs on a machine that goes away after this run (a CI runner): local jobs would not outlive it.
+    ephemeral_host: bool = False

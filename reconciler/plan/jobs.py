@@ -5,6 +5,12 @@ holds the effective flow spec last deployed. A digest change is a redeploy (`rep
 start from the positions reached) whose reason names the fields that changed. A job that is not running is
 restarted (`update`). A flow that is gone or disabled has its job stopped (`delete`) when `prune.jobs` allows.
 `after.operation` says which of deploy/redeploy/restart/stop the executor runs. Pure: values in, values out.
+
+The job status comes from the runner's own API (the Spark master, or the process on this host), keyed by what
+the state topic recorded, so every checkout of the same file plans the same. A job the runner cannot see from
+here (a local job on another host) gets no change, only a warning: restarting it would run two drivers. A job
+that restarts after failures, has skipped records the source deleted, or lost its checkpoint is named in the
+warnings; a restart of a job whose checkpoint is gone says that it resumes from the offset-syncs.
 """
 
 from __future__ import annotations
@@ -26,7 +32,24 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
     if not jobs.known:
         out.warnings.append("the job runner could not be asked about running jobs; no job changes planned.")
         return out
+    if jobs.ephemeral_host and desired.spark.deploy == "local" and desired.enabled_flows:
+        out.warnings.append(
+            "spark.deploy is 'local' on a CI runner: the jobs apply starts live only as long as this machine; "
+            "use deploy 'standalone' with a shared checkpoint_root for jobs that outlive the run."
+        )
+    for name, reported in sorted(jobs.jobs.items()):
+        address = job_address(name)
+        if reported.restarts and reported.running:
+            error = f"; last error: {reported.last_error}" if reported.last_error else ""
+            out.warnings.append(f"{address}: the job restarted its query {reported.restarts} time(s){error}")
+        if reported.data_loss_records:
+            out.warnings.append(
+                f"{address}: {reported.data_loss_records} record(s) were deleted on the source before the job "
+                "copied them (retention or DeleteRecords); see `kmirror status`"
+            )
     enabled = set()
+    renamed = {m.to: m.from_ for m in desired.moved}
+    moved: set[str] = set()
     for flow in desired.enabled_flows:
         enabled.add(flow.name)
         address = job_address(flow.name)
@@ -34,17 +57,21 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
         spec = desired.flow_effective_spec(flow.name)
         info = jobs.jobs.get(flow.name)
         last = recorded.get(address)
+        if info is not None and info.running is None:
+            out.warnings.append(f"{address}: {info.detail or 'its job cannot be seen from here'}; no change planned")
+            continue
         before = None if info is None else {"running": info.running, "spec_digest": info.spec_digest}
         running_digest = info.spec_digest if info is not None and info.running else None
         known_digest = running_digest or (last or {}).get("spec_digest")
 
-        def change(action: Action, operation: str, reason: str) -> ResourceChange:
+        def change(action: Action, operation: str, reason: str, **extra: str) -> ResourceChange:
             after = {
                 "flow": flow.name,  # noqa: B023 - used at once, inside this iteration
                 "operation": operation,
                 "runner": desired.spark.deploy,
                 "spec_digest": digest,  # noqa: B023
                 "spec": spec,  # noqa: B023
+                **extra,
             }
             return ResourceChange(
                 address=address,  # noqa: B023
@@ -55,7 +82,21 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
                 reason=reason,
             )
 
-        if known_digest is None:
+        old = renamed.get(flow.name)
+        if known_digest is None and old is not None and recorded.get(job_address(old)) is not None:
+            moved.add(old)
+            old_info = jobs.jobs.get(old)
+            before = None if old_info is None else {"running": old_info.running, "spec_digest": old_info.spec_digest}
+            out.changes.append(
+                change(
+                    Action.UPDATE,
+                    "move",
+                    f"moved from {job_address(old)}: its job stops gracefully and starts as {flow.name} on the same "
+                    "checkpoint, where it left off (nothing copied again)",
+                    moved_from=old,
+                )
+            )
+        elif known_digest is None:
             out.changes.append(change(Action.CREATE, "deploy", f"new flow {flow.source} -> {flow.target}"))
         elif known_digest != digest:
             fields = changed_fields((last or {}).get("spec"), spec)
@@ -65,24 +106,44 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
             )
         elif running_digest is None:
             detail = f": {info.detail}" if info is not None and info.detail else ""
+            if info is not None and info.checkpoint_missing:
+                detail += (
+                    f"; its checkpoint {info.checkpoint} is missing: it resumes from the offset-syncs "
+                    "(at most offset_lag_max records per partition copied again), not from start_from"
+                )
             out.changes.append(change(Action.UPDATE, "restart", f"job is not running{detail}"))
 
     gone = {r.attributes.get("flow", r.address.split("/", 1)[1]) for r in recorded.of_kind(Kind.JOB)}
-    gone |= {name for name, info in jobs.jobs.items() if info.running}
-    for name in sorted(gone - enabled):
+    gone |= {name for name, info in jobs.jobs.items() if info.running is not False}
+    declared = {f.name for f in desired.flows}
+    for name in sorted(gone - enabled - moved):
         address = job_address(name)
         info = jobs.jobs.get(name)
+        if info is not None and info.running is None:
+            out.warnings.append(f"{address}: {info.detail}; not stopped from here")
+            continue
         if not desired.prune.jobs:
             out.warnings.append(f"{address}: the flow is gone or disabled; its job is kept because prune.jobs is off.")
             continue
+        removed = name not in declared
         out.changes.append(
             ResourceChange(
                 address=address,
                 kind=Kind.JOB,
                 action=Action.DELETE,
-                before=None if info is None else {"running": info.running, "spec_digest": info.spec_digest},
+                before={
+                    "running": None if info is None else info.running,
+                    "spec_digest": None if info is None else info.spec_digest,
+                    "removed": removed,
+                },
                 after=None,
-                reason="flow removed or disabled: stop the job gracefully (finishes the batch in flight)",
+                reason=(
+                    "flow removed: stop the job gracefully and forget its checkpoint (the flow added back starts "
+                    "afresh from start_from)"
+                    if removed
+                    else "flow disabled: stop the job gracefully (finishes the batch in flight); enabled again, it "
+                    "resumes from its checkpoint"
+                ),
             )
         )
     return out

@@ -9,7 +9,11 @@ unless the flow adopts existing topics, or unless the flow's own replication job
 the remote topic of a new source topic itself (`reconciler.replication.remote_topics`, by these same rules), so
 a target topic that is, by the naming policy of the job kmirror recorded as deployed, the remote topic of a
 source topic that job replicates is kmirror's and is recorded as owned (an update with no broker call, plus
-whatever partitions or configs differ). Pure: values in, values out.
+whatever partitions or configs differ). A disabled flow keeps its remote topics: they are neither deleted nor
+forgotten, so enabling the flow again carries on where it stopped; only a removed flow's topics are pruned
+(with `prune.topics`), after its job stopped (the executor's order). Internal topics get min(3, brokers) replicas
+and, from 3 replicas up, `min.insync.replicas` RF - 1, so losing one broker of three loses nothing. Pure: values
+in, values out.
 """
 
 from __future__ import annotations
@@ -262,11 +266,18 @@ def _plan_one(
 def _plan_removed(
     out: TopicPlan, desired: DesiredState, live: LiveState, recorded: RecordedState, wanted: set[str]
 ) -> None:
+    disabled = {f.name for f in desired.flows if not f.enabled}
     for res in recorded.of_kind(Kind.TOPIC):
         if res.address in wanted:
             continue
         cluster, name = res.attributes["cluster"], res.attributes["name"]
-        current = live.clusters.get(cluster, ClusterState(cluster, {}, None)).topics.get(name)
+        origin = res.attributes.get("source")
+        flow = origin.get("flow") if isinstance(origin, dict) else None
+        if flow in disabled or cluster not in live.clusters:
+            # A disabled flow keeps its topics (re-enabling it carries on); a cluster that was not read says
+            # nothing about whether the topic is there. Either way: no change, and the record stays.
+            continue
+        current = live.clusters[cluster].topics.get(name)
         if not desired.prune.topics:
             if current is not None:
                 out.warnings.append(
@@ -280,7 +291,11 @@ def _plan_removed(
                 action=Action.DELETE,
                 before=None
                 if current is None
-                else _form(cluster, name, current.partitions, current.replication_factor, current.configs),
+                else {
+                    **_form(cluster, name, current.partitions, current.replication_factor, current.configs),
+                    # who wrote it: the executor stops that flow's job before it deletes the topic
+                    **({"source": origin} if isinstance(origin, dict) else {}),
+                },
                 after=None,
                 reason="no flow replicates into it any more (prune.topics is on)"
                 if current is not None
@@ -308,18 +323,34 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
         address = internal_topic_address(cluster, name)
         current = live.clusters[cluster].topics.get(name)
         if current is None:
+            rf = internal_replication_factor(live.clusters[cluster].brokers)
             out.changes.append(
                 ResourceChange(
                     address=address,
                     kind=Kind.INTERNAL_TOPIC,
                     action=Action.CREATE,
-                    after=_form(cluster, name, 1, -1, COMPACT),
+                    after=_form(cluster, name, 1, rf, {**COMPACT, **durable_configs(rf)}),
                     reason=purpose,
                 )
             )
-        elif current.configs.get("cleanup.policy") != "compact" or recorded.pending(address):
-            configs = {**current.configs, **COMPACT}
-            why = "must be compacted" if current.configs.get("cleanup.policy") != "compact" else CONFIRM_PENDING
+            continue
+        durable = durable_configs(current.replication_factor)
+        missing = {k: v for k, v in durable.items() if k not in current.configs}
+        brokers = live.clusters[cluster].brokers
+        if brokers is not None and current.replication_factor < internal_replication_factor(brokers):
+            out.warnings.append(
+                f"{address}: replication factor {current.replication_factor} on a cluster of {brokers} brokers; "
+                f"losing one broker can lose {purpose}. kmirror does not reassign replicas: raise it with "
+                "kafka-reassign-partitions."
+            )
+        if current.configs.get("cleanup.policy") != "compact" or missing or recorded.pending(address):
+            configs = {**current.configs, **COMPACT, **missing}
+            rf = current.replication_factor
+            why = CONFIRM_PENDING
+            if current.configs.get("cleanup.policy") != "compact":
+                why = "must be compacted"
+            elif missing:
+                why = f"min.insync.replicas {missing['min.insync.replicas']} with its {rf} replicas"
             out.changes.append(
                 ResourceChange(
                     address=address,
@@ -331,6 +362,22 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
                 )
             )
     return out
+
+
+#: Replicas of kmirror's internal topics (state, heartbeats, checkpoints, offset-syncs) when the cluster has the
+#: brokers: losing one broker of three loses nothing (and MM2's own internal topics default to 3 too).
+INTERNAL_REPLICATION_FACTOR = 3
+
+
+def internal_replication_factor(brokers: int | None) -> int:
+    """min(3, brokers); -1 (the broker's default) when the broker count is not known."""
+    return -1 if not brokers else min(INTERNAL_REPLICATION_FACTOR, brokers)
+
+
+def durable_configs(replication_factor: int) -> dict[str, str]:
+    """`min.insync.replicas` for an internal topic: RF - 1 from 3 replicas up (RF 3: 2), so acks=all writes survive
+    one broker down and are never acknowledged by one replica alone; nothing for fewer replicas."""
+    return {"min.insync.replicas": str(replication_factor - 1)} if replication_factor >= 3 else {}
 
 
 def _form(

@@ -7,33 +7,21 @@ record, inside the producer, without Python:
     and topic in a last header (`SOURCE_HEADER`); the interceptor removes it and sets the record's timestamp;
   - from each acknowledgement it pairs the record's source offset with the offset it landed at and writes MM2's
     offset-syncs with MM2's rule (`jvm/OffsetSyncRule.java`, the same rule as `reconciler.offsets.emitter`).
-`interceptor_settings` gives the producer settings that configure it. `interceptor_jar` compiles the sources
-with `javac` against the connector's kafka-clients jar, once per source version, into the kmirror cache (next to
-the Kafka and Spark jars), and returns the jar's path.
+`interceptor_settings` gives the producer settings that configure it; `reconciler.artifacts.interceptor_jar`
+compiles the sources (the runners put the jar on the job's classpath).
 
-Must not: run anything but `javac`, or write outside its cache folder.
+Must not: build or fetch anything (that is `reconciler.artifacts`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
-import tempfile
-import zipfile
 from collections.abc import Mapping
-from importlib import resources
-from pathlib import Path
-
-from reconciler.devenv.jars import cache_root, spark_kafka_jars
-from reconciler.errors import KmirrorError
 
 SOURCE_HEADER = "__kmirror.source"
 """Header the job appends last to every record: ASCII `timestampMs,sourceOffset,sourceTopic`."""
 
 INTERCEPTOR_CLASS = "io.kmirror.replication.ReplicationInterceptor"
 SYNC_RULE_CLASS = "io.kmirror.replication.OffsetSyncRule"
-_SOURCES = ("ReplicationInterceptor.java", "OffsetSyncRule.java")
 
 #: How often the interceptor sends the held (delayed) offset-syncs, MM2's periodic promotion.
 DELAYED_SYNCS_FLUSH_MS = 5000
@@ -57,37 +45,3 @@ def interceptor_settings(
         settings["kmirror.offset.syncs.flush.ms"] = str(flush_ms)
         settings.update({f"kmirror.offset.syncs.client.{k}": v for k, v in syncs_client.items()})
     return settings
-
-
-def interceptor_jar() -> Path:
-    """The interceptor jar, compiled on first use (needs a JDK's `javac`)."""
-    sources = {name: (resources.files("reconciler.replication") / "jvm" / name).read_bytes() for name in _SOURCES}
-    version = hashlib.sha256(b"".join(sources[n] for n in _SOURCES)).hexdigest()[:16]
-    target = cache_root() / "jars" / f"kmirror-interceptor-{version}" / "kmirror-interceptor.jar"
-    if target.exists():
-        return target
-    javac = shutil.which("javac")
-    if javac is None:
-        raise KmirrorError(
-            "the replication job needs a JDK (`javac` is not on PATH) to build its producer interceptor once; "
-            "install one, e.g. `apt-get install openjdk-17-jdk-headless`."
-        )
-    clients = [p for p in spark_kafka_jars() if p.name.startswith("kafka-clients-")]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as work:
-        paths = []
-        for name, text in sources.items():
-            (Path(work) / name).write_bytes(text)
-            paths.append(str(Path(work) / name))
-        classes = Path(work) / "classes"
-        cmd = [javac, "--release", "11", "-nowarn", "-cp", ":".join(map(str, clients)), "-d", str(classes), *paths]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise KmirrorError(f"could not compile the producer interceptor:\n{result.stdout}{result.stderr}")
-        staging = Path(work) / "interceptor.jar"
-        with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: kmirror\n\n")
-            for cls in sorted(classes.rglob("*.class")):
-                jar.write(cls, cls.relative_to(classes).as_posix())
-        staging.replace(target)  # atomic: a reader never sees half a jar
-    return target

@@ -21,8 +21,12 @@ Remote topics: created or grown before the query starts and then every few secon
 Per batch, Spark's progress event (a `StreamingQueryListener`) feeds the metrics and `status.json`
 (`progress.batch_from_progress`). A driver thread emits heartbeats into the source. Progress lives in the Spark
 checkpoint (`spark.checkpoint_root/<flow>`); a restart or redeploy resumes from it, at least once. A failed
-query is restarted in-process with backoff (it re-runs the uncommitted batch); after five failures in a row
-without progress the job exits 1.
+query is restarted in-process with capped backoff (it re-runs the uncommitted batch), forever: the job never
+gives up on its own; restarts, the last error and data-loss events (records the source deleted before they were
+copied, partitions whose offsets went back) are in status.json and the metrics. A flow deployed before whose
+checkpoint is gone is started by its runner with `--resume-from-syncs`: it reads on from the offset-syncs (the
+newest sync per partition, which the target proves copied), so nothing is copied again beyond one
+`offset_lag_max` per partition and nothing is skipped.
 
 Metrics (`metrics.py`): a Prometheus endpoint in the driver, http://HOST:PORT/metrics, PORT from
 `spark.kmirror.metricsPort` (0, the default, picks a free port; -1 turns it off) and written to status.json as
@@ -64,6 +68,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -73,9 +78,11 @@ from typing import Any
 
 from reconciler.adapters.checkpointer import start_checkpointer_thread
 from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.offset_syncs import read_offset_syncs
+from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.status import JobReport
 from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
 from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
-from reconciler.replication.jobspec import JobSpec
 from reconciler.replication.metrics import ReplicationMetrics, progress_positions, serve
 from reconciler.replication.progress import OBSERVATION, BatchProgress, batch_from_progress, observed_columns
 from reconciler.replication.remote_topics import RemoteTopicKeeper
@@ -120,14 +127,18 @@ SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}
 SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all"}
 
 
-#: Waits before restarting a failed query; after that many failures in a row (no batch completed between
-#: them) the job exits failed and the next plan shows it not running.
+#: Waits before restarting a failed query, then the last one again, forever: a cluster that is down for an
+#: hour is waited out (status and metrics show the restarts and the last error), never given up on.
 RESTART_DELAYS = (2.0, 5.0, 15.0, 30.0, 60.0)
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
 def source_options(
-    flow: FlowSpec, source: Mapping[str, str], consumer: Mapping[str, str], mode: str = "microbatch"
+    flow: FlowSpec,
+    source: Mapping[str, str],
+    consumer: Mapping[str, str],
+    mode: str = "microbatch",
+    starting_offsets: str | None = None,
 ) -> dict[str, str]:
     """Spark Kafka source options (the cluster's Java client properties are in `source`, secrets resolved)."""
     options = {f"kafka.{k}": v for k, v in source.items()}
@@ -141,7 +152,7 @@ def source_options(
             "includeHeaders": "true",
             "kafka.isolation.level": "read_committed",
             "kafka.metadata.max.age.ms": METADATA_MAX_AGE_MS,
-            "startingOffsets": flow.replication.start_from,
+            "startingOffsets": starting_offsets or flow.replication.start_from,
             # A replicator must not wedge on records that aged out or on a topic leaving the filter; the gap
             # shows up as an offset-sync at once (MM2 behaves the same).
             "failOnDataLoss": "false",
@@ -204,11 +215,30 @@ class StopRequested(Exception):
     """Raised by a batch that starts after SIGTERM: it writes nothing and is re-run on the next start."""
 
 
+def resume_offsets(
+    partitions: Mapping[str, int], newest_syncs: Mapping[tuple[str, int], int], start_from: str
+) -> dict[str, dict[str, int]]:
+    """Spark `startingOffsets` for a flow whose checkpoint is gone: after the newest offset-sync per partition.
+
+    A sync (upstream U, downstream D) proves source offset U reached the target, and every record before it (a
+    partition is copied in order), so reading on from U + 1 skips nothing and copies again at most what was
+    copied after the newest sync (fewer than `offset_lag_max` records). A partition with no sync had no record
+    copied: it starts from `start_from` (-2 earliest, -1 latest, Spark's codes). Spark wants every partition.
+    """
+    code = -2 if start_from == "earliest" else -1
+    return {
+        topic: {str(p): newest_syncs.get((topic, p), code - 1) + 1 for p in range(count)}
+        for topic, count in sorted(partitions.items())
+    }
+
+
 class ReplicationJob:
-    def __init__(self, spec: JobSpec, checkpoint: Path, status_path: Path) -> None:
+    def __init__(self, spec: JobSpec, checkpoint: str, status_path: Path, *, resume_from_syncs: bool = False) -> None:
         self.spec = spec
         self.flow = spec.flow
         self.checkpoint = checkpoint
+        self.resume_from_syncs = resume_from_syncs
+        self._starting_offsets: str | None = None
         self.status = StatusFile(status_path, flow=spec.flow_name, digest=spec.digest)
         self._stopping = threading.Event()
         self._progress_lock = threading.Lock()
@@ -239,7 +269,7 @@ class ReplicationJob:
     def run(self) -> int:
         flow = self.flow
         policy = flow.policy()
-        self.status.update(state="starting", pid=os.getpid())
+        self.status.update(state="starting", pid=os.getpid(), host=socket.gethostname(), restarts=0)
         source_admin = KafkaAdmin(flow.source, self._client(flow.source))
         target_admin = KafkaAdmin(flow.target, self._client(flow.target))
         if flow.offsets.offset_syncs_location == "source":
@@ -261,6 +291,8 @@ class ReplicationJob:
         self._check_mode(spark)  # before anything is created on the clusters
         self.topics.refresh()
         self.source_admin = source_admin
+        self._syncs = (syncs_cluster, syncs_topic)
+        self._choose_start(spark)
         background_stop = threading.Event()
         self.topics.watch(background_stop)
 
@@ -300,9 +332,7 @@ class ReplicationJob:
             # At least once: the failed batch was not committed, so the restarted query re-runs it.
             if self.batches > self._batches_at_restart:
                 failures = 0  # it made progress since the last restart: a new run of failures
-            if failures >= len(RESTART_DELAYS):
-                break
-            delay = RESTART_DELAYS[failures]
+            delay = RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)]
             failures += 1
             log.warning("query failed (%s); restarting it in %.0fs (attempt %d)", error, delay, failures)
             self.status.update(state="restarting", error=error, restarts=self.restarts)
@@ -310,9 +340,16 @@ class ReplicationJob:
                 error = None  # stopped on request while waiting; nothing was lost
                 break
             self.restarts += 1
+            self.metrics.restarts = self.restarts
             self._batches_at_restart = self.batches
-            query = self._start_query(spark)
-            self.status.update(state="running", error=None, restarts=self.restarts)
+            try:
+                if self._starting_offsets is not None:
+                    self._choose_start(spark)  # partitions may have come since (Spark wants every one listed)
+                query = self._start_query(spark)
+            except Exception as exc:  # e.g. the source cluster still unreachable: wait and try again
+                error = failure_summary(str(exc))
+                continue
+            self.status.update(state="running", restarts=self.restarts)
             error = self._await(query)
         if heartbeats is not None:
             heartbeats.stop()
@@ -324,6 +361,43 @@ class ReplicationJob:
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
         spark.stop()
         return 1 if error else 0
+
+    def _choose_start(self, spark: Any) -> None:
+        """Where the query starts when its checkpoint has no offsets: `start_from`, or after the offset-syncs
+        when the runner says the flow ran before (its checkpoint was lost)."""
+        if self._has_checkpoint(spark):
+            self.status.update(resumed_from="checkpoint")
+            return
+        if not self.resume_from_syncs:
+            self.status.update(resumed_from="start_from")
+            return
+        cluster, topic = self._syncs
+        history = read_offset_syncs(self._client(cluster), topic)
+        partitions = self.topics.source_partitions()
+        newest: dict[tuple[str, int], int] = {}
+        if history is not None:
+            for tp in history.topic_partitions():
+                syncs = history.syncs_for(tp)
+                if syncs:
+                    newest[(tp.topic, tp.partition)] = max(s.upstream_offset for s in syncs)
+        offsets = resume_offsets(partitions, newest, self.flow.replication.start_from)
+        self._starting_offsets = json.dumps(offsets)
+        log.warning(
+            "flow %s: checkpoint %s has no offsets although the flow ran before; resuming from the offset-syncs "
+            "(%d of %d partitions had one)",
+            self.flow.name,
+            self.checkpoint,
+            sum(1 for t, ps in offsets.items() for p in ps if (t, int(p)) in newest),
+            sum(len(ps) for ps in offsets.values()),
+        )
+        self.status.update(resumed_from="offset-syncs")
+
+    def _has_checkpoint(self, spark: Any) -> bool:
+        """Whether the checkpoint holds committed offsets (through Hadoop's filesystem: any URI Spark takes)."""
+        jvm = spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(self.checkpoint.rstrip("/") + "/offsets")
+        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._stopping.set()
@@ -401,6 +475,13 @@ class ReplicationJob:
             partitions = self.metrics.partitions()
             if partitions:
                 self.metrics.observe_source_ends(self.source_admin.end_offsets(partitions))
+                for event in self.metrics.observe_source_starts(self.source_admin.start_offsets(partitions)):
+                    log.warning("data loss: %s", event)
+                    self.status.update(
+                        data_loss_records=self.metrics.data_loss_records,
+                        data_loss_events=self.metrics.data_loss_events,
+                        data_loss_last=event,
+                    )
         except Exception as exc:  # a metric must never stop replication
             log.debug("lag not refreshed: %s", exc)
 
@@ -474,7 +555,9 @@ class ReplicationJob:
     def _start_query(self, spark: Any) -> Any:
         flow = self.flow
         conf = spark.conf
-        source = source_options(flow, self._java(flow.source), self._resolved(flow.replication.consumer), self.mode)
+        source = source_options(
+            flow, self._java(flow.source), self._resolved(flow.replication.consumer), self.mode, self._starting_offsets
+        )
         if self.mode == "microbatch":
             source["maxOffsetsPerTrigger"] = str(
                 conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER))
@@ -485,7 +568,7 @@ class ReplicationJob:
             stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
             .selectExpr(*sink_projection(flow))
             .writeStream.queryName(f"kmirror-{flow.name}")
-            .option("checkpointLocation", str(self.checkpoint))
+            .option("checkpointLocation", self.checkpoint)
         )
         if self.mode == "realtime":
             writer = writer.format("kafka").options(**self._sink).outputMode("update")
@@ -530,6 +613,7 @@ class ReplicationJob:
                 last_batch_records=batch.records,
                 last_batch_phases=batch.phases,
                 offset_syncs=self._offset_syncs_sent(),
+                error=None,
             )
 
     def _log_batch(self, batch: BatchProgress) -> None:
@@ -566,18 +650,21 @@ def failure_summary(text: str) -> str:
 
 
 class StatusFile:
-    """`status.json` beside the spec: what the runner and `kmirror status` read. Written atomically."""
+    """`status.json` in the job's folder (`jobcontract.status.JobReport`): what the runner and `kmirror status`
+    read. Written atomically, owner-only."""
 
     def __init__(self, path: Path, **fixed: Any) -> None:
         self.path = path
-        self._data: dict[str, Any] = {**fixed, "started_at": time.time()}
+        self._data: JobReport = {**fixed, "started_at": time.time()}  # type: ignore[typeddict-item]
         self._lock = threading.RLock()  # re-entrant: the SIGTERM handler updates it on the main thread
 
     def update(self, **fields: Any) -> None:
         with self._lock:
-            self._data.update(fields, updated_at=time.time())
+            self._data.update({**fields, "updated_at": time.time()})  # type: ignore[typeddict-item]
             tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text(scrub(json.dumps(self._data, indent=2, sort_keys=True)) + "\n", encoding="utf-8")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(scrub(json.dumps(self._data, indent=2, sort_keys=True)) + "\n")
             tmp.replace(self.path)
 
 
@@ -585,8 +672,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kmirror-replication-job", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, required=True, help="the job spec file the runner wrote")
     parser.add_argument("--digest", required=True, help="the flow's spec digest (checked against the file)")
-    parser.add_argument("--checkpoint", type=Path, required=True, help="the Spark checkpoint folder of the flow")
+    parser.add_argument("--checkpoint", required=True, help="the Spark checkpoint location of the flow (path or URI)")
     parser.add_argument("--status", type=Path, help="status file (default: status.json beside the spec)")
+    parser.add_argument(
+        "--resume-from-syncs",
+        action="store_true",
+        help="the flow ran before: if the checkpoint has no offsets, read on from the offset-syncs",
+    )
     args = parser.parse_args(argv)
     sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)  # tracebacks, py4j errors
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -597,7 +689,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if spec.digest != args.digest:
         log.error("spec file %s has digest %s, the command line says %s", args.spec, spec.digest, args.digest)
         return 2
-    job = ReplicationJob(spec, args.checkpoint, args.status or args.spec.with_name("status.json"))
+    status = args.status or args.spec.with_name("status.json")
+    job = ReplicationJob(spec, args.checkpoint, status, resume_from_syncs=args.resume_from_syncs)
     try:
         return job.run()
     except Exception as exc:

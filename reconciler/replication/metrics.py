@@ -97,6 +97,9 @@ class ReplicationMetrics(Collector):
         self._source_ends: dict[TopicPartition, int] = {}
         self.batches = 0
         self.last_batch_at: float | None = None
+        self.restarts = 0
+        self.data_loss_records = 0
+        self.data_loss_events = 0
 
     # -- updates from the driver ------------------------------------------------------------------------------
     def observe_batch(self, rows: Iterable[PartitionBatch], polled_ms: int, written_ms: int) -> None:
@@ -143,6 +146,37 @@ class ReplicationMetrics(Collector):
         with self._lock:
             self._source_ends.update(ends)
 
+    def observe_source_starts(self, starts: Mapping[TopicPartition, int]) -> list[str]:
+        """Log start offsets of the source partitions: what the job can no longer copy is data loss.
+
+        A start past the replicated position means records were deleted (retention, DeleteRecords) before they
+        were copied: they are counted, and the position moves to the start (Spark reads on from there). An end
+        below the position means the partition's offsets went back (the topic was deleted and re-created): an
+        event, and the position follows the new log. Returns the events in words.
+        """
+        events = []
+        with self._lock:
+            for key, start in starts.items():
+                pos = self._positions.get(key)
+                if pos is None:
+                    continue
+                end = self._source_ends.get(key)
+                if end is not None and end < pos:
+                    events.append(f"{key[0]}[{key[1]}]: offsets went back from {pos} to {end} (topic re-created?)")
+                    self._positions[key] = start
+                    self.data_loss_events += 1
+                elif start > pos:
+                    events.append(f"{key[0]}[{key[1]}]: {start - pos} records deleted before they were copied")
+                    self.data_loss_records += start - pos
+                    self.data_loss_events += 1
+                    self._positions[key] = start
+        return events
+
+    def reset_positions(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Positions that may go back (a query restarted from older offsets)."""
+        with self._lock:
+            self._positions.update(positions)
+
     def lag(self) -> dict[TopicPartition, int]:
         with self._lock:
             return {
@@ -187,6 +221,19 @@ class ReplicationMetrics(Collector):
             labels=labels,
         )
         batches = CounterMetricFamily("kmirror_batches", "Micro-batches that wrote records.", labels=top)
+        restarts = CounterMetricFamily(
+            "kmirror_job_restarts", "Query restarts after a failure (it retries forever, with backoff).", labels=top
+        )
+        lost = CounterMetricFamily(
+            "kmirror_data_loss_records",
+            "Records the source deleted (retention, DeleteRecords) before the job could copy them.",
+            labels=top,
+        )
+        loss_events = CounterMetricFamily(
+            "kmirror_data_loss_events",
+            "Data-loss events: skipped ranges, partitions whose offsets went back.",
+            labels=top,
+        )
         last_batch = GaugeMetricFamily(
             "kmirror_last_batch_timestamp_seconds", "Wall-clock time the last batch with records finished.", labels=top
         )
@@ -215,12 +262,18 @@ class ReplicationMetrics(Collector):
                     value = max(0, self._source_ends[(topic, partition)] - pos)
                     lag.add_metric([self.source, self.target, topic, str(partition)], value)
             batches.add_metric([self.source, self.target], self.batches)
+            restarts.add_metric([self.source, self.target], self.restarts)
+            lost.add_metric([self.source, self.target], self.data_loss_records)
+            loss_events.add_metric([self.source, self.target], self.data_loss_events)
             if self.last_batch_at is not None:
                 last_batch.add_metric([self.source, self.target], self.last_batch_at)
         yield from families.values()
         yield lag
         yield batches
         yield last_batch
+        yield restarts
+        yield lost
+        yield loss_events
 
 
 def progress_positions(progress: Any) -> dict[TopicPartition, int]:

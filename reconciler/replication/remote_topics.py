@@ -89,6 +89,11 @@ class RemoteTopicKeeper:
         source, wanted = self._wanted()
         return sum(source[s].partitions for s in wanted)
 
+    def source_partitions(self) -> dict[str, int]:
+        """The replicated source topics and their partition counts, as the source has them now."""
+        source, wanted = self._wanted()
+        return {s: source[s].partitions for s in wanted}
+
     def _wanted(self) -> tuple[dict[str, TopicMeta], dict[str, str]]:
         """The source's topics, and the replicated ones with their remote names."""
         source = self.source.topics()

@@ -1,27 +1,45 @@
 """Load `kmirror.yaml` into a `DesiredState`, reporting every problem at once with file:line:column.
 
-Three passes, each adding located issues: YAML (syntax, duplicate keys, tags), the models (pydantic errors
-mapped back to the node they came from and rewritten for people), and semantic validation across flows
-(`validate.py`). Any error raises one `SpecError` carrying all issues; warnings come back with the state.
+Four passes, each adding located issues: YAML (syntax, duplicate keys, tags), per-environment references,
+the models (pydantic errors mapped back to the node they came from and rewritten for people), and semantic
+validation across flows (`validate.py`). Any error raises one `SpecError` carrying all issues; warnings come
+back with the state.
 
-This module reads the one file it is given and nothing else (secrets are resolved later, at use).
+Per-environment values (`ENVIRONMENT_FIELDS`: bootstrap servers, the state topic, where Spark runs and keeps its
+checkpoints) may be written `${env:NAME}` or `${file:PATH}`, so one file serves staging and production. They are
+not secrets: they are resolved here, at load, and the desired state holds the values. So the spec digest is the
+digest of what will really be talked to: a plan saved in staging is stale in production, and a job is
+redeployed when its bootstrap servers change. A reference that cannot be resolved is a located error.
+
+Must not: read anything but the one file it is given, the environment and the `${file:..}` files of those
+fields; secrets (client/producer/consumer/conf maps) stay references, resolved later, at use.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import os
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from reconciler.spec.issues import FieldPath, SpecError, SpecIssue, format_field_path, raise_if_errors
+from reconciler.spec.issues import (
+    FieldPath,
+    SecretResolutionError,
+    SpecError,
+    SpecIssue,
+    format_field_path,
+    raise_if_errors,
+)
 from reconciler.spec.models import DesiredState
 from reconciler.spec.redaction import learn as learn_secrets
+from reconciler.spec.secrets import SecretRef
 from reconciler.spec.validate import validate_state
 from reconciler.spec.yaml_source import Locations, YamlSyntaxError, parse_yaml
 
@@ -41,8 +59,8 @@ def load_desired_state(path: str | Path) -> DesiredState:
     return load(path).state
 
 
-def load(path: str | Path) -> LoadedSpec:
-    """Load and validate `path`; raise SpecError listing every error."""
+def load(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedSpec:
+    """Load and validate `path`; raise SpecError listing every error. `environ` defaults to `os.environ`."""
     file = str(path)
     try:
         raw = Path(path).read_bytes()
@@ -55,18 +73,28 @@ def load(path: str | Path) -> LoadedSpec:
         raise SpecError(
             [SpecIssue(file, 1, 1, (), f"the file is not UTF-8 text ({exc.reason})", "save it as UTF-8")]
         ) from None
-    loaded = load_text(text, file=file)
+    loaded = load_text(text, file=file, base_dir=Path(path).resolve().parent, environ=environ)
     state = loaded.state.with_source_path(Path(path).resolve())
     learn_secrets(state)  # the scrubber now knows every secret value this state can resolve to
     return LoadedSpec(state, loaded.file, loaded.warnings, loaded.locations)
 
 
-def load_text(text: str, *, file: str = "kmirror.yaml") -> LoadedSpec:
-    """Like `load`, from text already in memory (`file` is only used in messages)."""
+def load_text(
+    text: str,
+    *,
+    file: str = "kmirror.yaml",
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedSpec:
+    """Like `load`, from text already in memory (`file` is only used in messages; relative `${file:..}` paths of
+    per-environment fields resolve against `base_dir`, else the working directory)."""
     try:
         data, locations, issues = parse_yaml(text, file)
     except YamlSyntaxError as exc:
         raise SpecError(exc.issues) from None
+    resolved: dict[FieldPath, str] = {}
+    if isinstance(data, dict):
+        issues.extend(resolve_environment(data, locations, file, base_dir, environ, resolved))
     if not isinstance(data, dict):
         mark = locations.value(())
         raise SpecError(
@@ -85,13 +113,103 @@ def load_text(text: str, *, file: str = "kmirror.yaml") -> LoadedSpec:
     try:
         state = DesiredState.model_validate(data)
     except ValidationError as exc:
-        model_issues = pydantic_issues(exc, data, locations, file)
+        model_issues = [
+            _mention_reference(i, resolved)
+            for i in pydantic_issues(exc, data, locations, file)
+            if not _under_unresolved(i.path, resolved)
+        ]
         issues.extend(model_issues)
         issues.extend(_semantic_issues_despite(exc, data, locations, file))
         raise SpecError(_unique(issues)) from None
     issues.extend(validate_state(state, locations=locations, file=file))
     raise_if_errors(issues)
     return LoadedSpec(state, file, tuple(i for i in issues if i.severity == "warning"), locations)
+
+
+# -- per-environment references ------------------------------------------------------------------------------
+
+#: Fields whose value usually differs between environments and may be `${env:..}`/`${file:..}`, resolved at load.
+#: `*` is any key of a mapping (a cluster alias). Aliases, flow names and filters stay literal: they are what a
+#: plan's addresses are made of, and must not change between environments.
+#: Marks, in `resolve_environment`'s `resolved`, a field whose reference failed (already reported).
+UNRESOLVED = ""
+
+ENVIRONMENT_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("clusters", "*", "bootstrap_servers"),
+    ("state", "topic"),
+    ("spark", "master"),
+    ("spark", "rest_url"),
+    ("spark", "checkpoint_root"),
+)
+
+
+def resolve_environment(
+    data: dict[str, Any],
+    locations: Locations,
+    file: str,
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    resolved: dict[FieldPath, str] | None = None,
+) -> list[SpecIssue]:
+    """Replace, in `data`, every reference in an `ENVIRONMENT_FIELDS` value by its value. Returns the located
+    issues; `resolved` receives each replaced path with the text the user wrote."""
+    env = os.environ if environ is None else environ
+    issues: list[SpecIssue] = []
+    for pattern in ENVIRONMENT_FIELDS:
+        for path, parent, key in _field_slots(data, pattern):
+            value = parent[key]
+            items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+            for index, item in items:
+                if not isinstance(item, str) or "${" not in item:
+                    continue
+                where = path if index is None else (*path, index)
+                mark = locations.value(where)
+                try:
+                    text = SecretRef(item).resolve(base_dir, env, secret=False)  # not a secret: keep it visible
+                except (ValueError, SecretResolutionError) as exc:
+                    message, hint = str(exc), "write ${env:NAME} or ${file:PATH}"
+                    if isinstance(exc, SecretResolutionError) and message.endswith(")") and " (" in message:
+                        message, _, hint = message[:-1].rpartition(" (")  # "X is not set (export X ...)"
+                    issues.append(SpecIssue(file, mark.line, mark.column, where, message, hint))
+                    if resolved is not None:
+                        resolved[path] = UNRESOLVED
+                    continue
+                if resolved is not None:
+                    resolved[where] = item
+                if index is None:
+                    parent[key] = text
+                else:
+                    value[index] = text
+    return issues
+
+
+def _field_slots(data: Any, pattern: tuple[str, ...]) -> list[tuple[FieldPath, dict[str, Any], str]]:
+    """(path, parent mapping, key) of every value `pattern` names in `data`."""
+    found: list[tuple[FieldPath, Any]] = [((), data)]
+    for part in pattern[:-1]:
+        step: list[tuple[FieldPath, Any]] = []
+        for path, node in found:
+            if not isinstance(node, dict):
+                continue
+            keys = [k for k in node if isinstance(k, str)] if part == "*" else [part]
+            step.extend(((*path, k), node[k]) for k in keys if k in node)
+        found = step
+    last = pattern[-1]
+    return [((*path, last), node, last) for path, node in found if isinstance(node, dict) and last in node]
+
+
+def _under_unresolved(path: FieldPath, resolved: Mapping[FieldPath, str]) -> bool:
+    return any(text == UNRESOLVED and path[: len(p)] == p for p, text in resolved.items())
+
+
+def _mention_reference(issue: SpecIssue, resolved: Mapping[FieldPath, str]) -> SpecIssue:
+    written = next((text for path, text in resolved.items() if issue.path[: len(path)] == path), None)
+    if not written:
+        return issue
+    return SpecIssue(
+        issue.file, issue.line, issue.column, issue.path, f"{issue.message} (the value of {written})", issue.hint,
+        issue.severity,
+    )  # fmt: skip
 
 
 # -- semantic checks on a file that also has model errors -----------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, field_validator, model_validator
 
+from reconciler.jobcontract.layout import checkpoint_root_problem
 from reconciler.policy.filters import flow_policy as _flow_policy
 from reconciler.policy.filters import (
     group_matches,
@@ -55,7 +56,8 @@ class ClusterSpec(SpecModel):
 
     bootstrap_servers: str = Field(
         min_length=1,
-        description="Comma-separated host:port list, e.g. 'localhost:9092,localhost:9093'.",
+        description="Comma-separated host:port list, e.g. 'localhost:9092,localhost:9093', or a list. May be "
+        "${env:NAME} or ${file:PATH} (resolved at load) when it differs per environment.",
     )
     client: ConfigMap = Field(
         default_factory=dict,
@@ -103,9 +105,19 @@ class SparkSpec(SpecModel):
     rest_url: str | None = Field(
         default=None, description="Spark standalone REST submission server, e.g. http://host:6066."
     )
+    rest_jws_secret_key: ConfigValue | None = Field(
+        default=None,
+        description="The key of a master whose REST submission server requires authentication (Spark's JWSFilter: "
+        "spark.master.rest.filters=org.apache.spark.ui.JWSFilter with its param.secretKey): the same base64url "
+        "key, as a reference (${env:..} or ${file:..}). kmirror signs a token valid for five minutes per request.",
+    )
     checkpoint_root: str = Field(
         default=".kmirror/checkpoints",
-        description="Folder of the jobs' Spark checkpoints (their read positions); durable storage in production.",
+        description="Where the jobs' Spark checkpoints (their read positions) live, under <state topic>/<flow>: a "
+        "path or a URI (file:, hdfs:, s3a:, ...). With deploy 'standalone', an absolute path or file: URI on a "
+        "filesystem every worker and every machine that runs kmirror mounts at the same path (the jobs' spec, "
+        "status and log sit beside the checkpoints). A relative path is taken from this file's folder (deploy "
+        "'local' only).",
     )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
 
@@ -115,6 +127,9 @@ class SparkSpec(SpecModel):
             raise ValueError(f"deploy 'local' needs master 'local[N]', got {self.master!r}")
         if self.deploy == "standalone" and not self.master.startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
+        problem = checkpoint_root_problem(self.checkpoint_root, self.deploy)
+        if problem is not None:
+            raise ValueError(problem)
         mode = self.conf.get("spark.kmirror.mode")
         mode_name = None if mode is None else str(mode).strip().lower()
         if mode_name is not None and mode_name not in defaults.JOB_MODES:
@@ -325,6 +340,20 @@ class FlowSpec(SpecModel):
         return spark_remote_topic_expr(self, column)
 
 
+class MovedSpec(SpecModel):
+    """A flow that was renamed (Terraform's `moved` block): its job keeps its position instead of starting over."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, populate_by_name=True)
+
+    from_: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)] = Field(
+        alias="from", description="The flow's old name, as the state topic recorded it."
+    )
+    to: Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)] = Field(
+        description="The flow's new name: a flow of this file. Apply stops the old job gracefully and starts the "
+        "renamed one on the old one's checkpoint; keep the entry until every environment has applied it."
+    )
+
+
 class PruneSpec(SpecModel):
     """Which kinds kmirror may delete when they leave the desired state. Deletes are opt-in per kind."""
 
@@ -342,6 +371,9 @@ class DesiredState(SpecModel):
     spark: SparkSpec = Field(default_factory=SparkSpec)
     flows: tuple[FlowSpec, ...] = ()
     prune: PruneSpec = Field(default_factory=PruneSpec)
+    moved: tuple[MovedSpec, ...] = Field(
+        default=(), description="Flows that were renamed: `{from: old-name, to: new-name}` (see MovedSpec)."
+    )
 
     _source_path: Path | None = PrivateAttr(default=None)
 

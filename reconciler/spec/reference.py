@@ -1,8 +1,8 @@
 """The `kmirror.yaml` reference page (docs/reference.md), generated from the JSON Schema.
 
 The schema is generated from the models, and this page from the schema, so field names, types, defaults and
-descriptions cannot drift from what `kmirror validate` accepts. `kmirror schema --markdown` writes the page;
-`--check` fails when the committed one is stale.
+descriptions cannot drift from what `kmirror validate` accepts. `kmirror schema --markdown -o docs/reference.md`
+writes the page; `--check` fails when the committed one is stale.
 Pure: builds text from a schema dict, never reads or writes files.
 """
 
@@ -31,7 +31,8 @@ def reference_markdown(schema: dict[str, Any] | None = None) -> str:
     out = [
         "# `kmirror.yaml` reference",
         "",
-        f"<!-- Generated from {SCHEMA_PATH} by `kmirror schema --markdown`. Do not edit by hand. -->",
+        f"<!-- Generated from {SCHEMA_PATH} by `kmirror schema --markdown -o {REFERENCE_PATH}`. "
+        "Do not edit by hand. -->",
         "",
         "Every field of the desired-state file, version 1. Types, defaults and constraints come from the JSON",
         f"Schema (`{SCHEMA_PATH}`), which editors use to complete and check the file: make its first line",
@@ -39,7 +40,10 @@ def reference_markdown(schema: dict[str, Any] | None = None) -> str:
         "",
         "Strings in `client`, `producer`, `consumer` and `conf` maps may reference secrets: `${env:NAME}` (an",
         "environment variable) or `${file:PATH}` (a file's content, relative to the desired-state file); `$${`",
-        "writes a literal `${`. Durations are written `500ms`, `10s`, `1m30s`, `2h`, `1d`, or a number of seconds.",
+        "writes a literal `${`. Values that differ per environment may use the same references: `bootstrap_servers`,",
+        "`state.topic`, `spark.master`, `spark.rest_url` and `spark.checkpoint_root` are resolved when the file is",
+        "loaded, so one file serves staging and production (see docs/environments.md).",
+        "Durations are written `500ms`, `10s`, `1m30s`, `2h`, `1d`, or a number of seconds.",
         "Regexes (topic, group and config filters) must match the **whole** name, as in MirrorMaker 2.",
         "",
         "Sections:",

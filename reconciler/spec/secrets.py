@@ -158,9 +158,16 @@ class SecretRef:
                 found.append(Reference(kind, target))
         return tuple(found)
 
-    def resolve(self, base_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> str:
-        """The string with every reference replaced by its value. Raises SecretResolutionError if one is missing."""
+    def resolve(
+        self, base_dir: Path | None = None, environ: Mapping[str, str] | None = None, *, secret: bool = True
+    ) -> str:
+        """The string with every reference replaced by its value. Raises SecretResolutionError if one is missing.
+
+        `secret=False` for a per-environment value that is no secret (bootstrap servers, the state topic): it is
+        not handed to the scrubber, so plans and messages keep showing it.
+        """
         env = os.environ if environ is None else environ
+        keep = remember if secret else _keep_nothing
         problems: list[str] = []
 
         def substitute(match: re.Match[str]) -> str:
@@ -188,7 +195,7 @@ class SecretRef:
                 problems.append(f"cannot read secret file {path}: {reason} (create it or fix the path)")
                 return ""
             value = content[:-1] if content.endswith("\n") else content
-            remember(value)
+            keep(value)
             return value
 
         resolved = _REFERENCE.sub(substitute, self._text)
@@ -196,8 +203,8 @@ class SecretRef:
             raise SecretResolutionError("; ".join(problems))
         for match in _REFERENCE.finditer(self._text):
             if match.group(1) is not None and match.group(1).startswith("env:"):
-                remember(env.get(match.group(1)[4:]))
-        remember(resolved)
+                keep(env.get(match.group(1)[4:]))
+        keep(resolved)
         return resolved
 
     def __str__(self) -> str:
@@ -324,3 +331,7 @@ def resolve_properties(
 def redact(value: object) -> object:
     """A value safe to show: references as written, literal values of sensitive keys never reach here."""
     return str(value) if isinstance(value, SecretRef) else value
+
+
+def _keep_nothing(value: object) -> None:
+    """`remember`'s stand-in for values that are no secret."""

@@ -53,6 +53,7 @@ def validate_state(
     _check_state_cluster(state, report)
     _check_spark(state, report)
     _check_flows(state, report)
+    _check_moved(state, report)
     _check_cycles(state, report)
     _check_collisions(state, report)
     return report.issues
@@ -100,6 +101,13 @@ def _check_state_cluster(state: DesiredState, report: _Report) -> None:
 
 def _check_spark(state: DesiredState, report: _Report) -> None:
     _check_inline_secrets(state.spark.conf, ("spark", "conf"), report)
+    key = state.spark.rest_jws_secret_key
+    if key is not None and not isinstance(key, SecretRef):
+        report.add(
+            ("spark", "rest_jws_secret_key"),
+            "the REST server's signing key is written inline",
+            "reference it instead: rest_jws_secret_key: ${env:SPARK_REST_JWS_KEY} (or ${file:path})",
+        )
     if state.spark.deploy == "standalone" and state.spark.rest_url is None:
         report.add(
             ("spark",),
@@ -119,6 +127,24 @@ def _declared_hint(name: str, clusters: Mapping[str, object]) -> str:
 
 
 # -- flows --------------------------------------------------------------------------------------------------
+
+
+def _check_moved(state: DesiredState, report: _Report) -> None:
+    names = {f.name for f in state.flows}
+    seen_from: set[str] = set()
+    for index, moved in enumerate(state.moved):
+        base: FieldPath = ("moved", index)
+        if moved.to not in names:
+            report.add((*base, "to"), f"no flow named '{moved.to}'", "`to` is the flow's new name, as flows[] has it")
+        if moved.from_ in names:
+            report.add(
+                (*base, "from"),
+                f"flow '{moved.from_}' still exists, so it was not renamed",
+                "`from` is the old name, which no flow of the file has any more",
+            )
+        if moved.from_ in seen_from:
+            report.add((*base, "from"), f"flow '{moved.from_}' is moved twice", "move a flow to one new name")
+        seen_from.add(moved.from_)
 
 
 def _check_flows(state: DesiredState, report: _Report) -> None:
@@ -262,7 +288,38 @@ def _cycle_verdict(members: Sequence[FlowSpec]) -> str:
         for a, b in itertools.combinations(members, 2):
             if _provably_disjoint(a.topics.include, b.topics.include):
                 return "safe"
+    for i, flow in enumerate(members):
+        if _cannot_feed(flow, members[(i + 1) % len(members)]):
+            return "safe"  # the names this flow produces are never taken by the next: the cycle is broken here
     return "may-loop"
+
+
+_TOPIC_MARK = "kmirror-topic-mark"
+
+
+def _produced_prefixes(flow: FlowSpec) -> list[str]:
+    """Literal prefixes, one of which every remote topic name `flow` produces starts with."""
+    remote = flow.remote_topic(_TOPIC_MARK)
+    head = remote.split(_TOPIC_MARK, 1)[0] if _TOPIC_MARK in remote else ""
+    if head:
+        return [head]  # prefix naming ("<source>."), or a template with text before the topic
+    # identity (or a template starting with the topic): names start like the topics the flow's filter takes
+    return [literal_text(p) or literal_prefix(p) for p in flow.topics.include]
+
+
+def _cannot_feed(flow: FlowSpec, after: FlowSpec) -> bool:
+    """Whether no name `flow` produces can match a topic filter of `after` (which replicates from its target)."""
+    for produced in _produced_prefixes(flow):
+        for pattern in after.topics.include:
+            literal = literal_text(pattern)
+            if literal is not None:
+                if literal.startswith(produced):
+                    return False
+                continue
+            prefix = literal_prefix(pattern)
+            if prefix.startswith(produced) or produced.startswith(prefix):
+                return False
+    return True
 
 
 def _simulate(members: Sequence[FlowSpec], start: Iterable[str]) -> str:

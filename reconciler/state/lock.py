@@ -5,7 +5,8 @@ Built on what Kafka guarantees for one partition: a total order. A contender app
 lease not expired, and not held by a process of this host that is gone). Everyone reads the same order, so
 everyone agrees. The holder renews its lease (`lease/<id>`) from a background thread. Fencing: the holder
 then creates the state topic's transactional producer, which fences any older writer, so an apply that lost
-its lease cannot write state. `force_unlock` releases a claim and fences its writer at once.
+its lease cannot write state, and the executor asks `StateLock.check` before each cluster change, so an apply
+whose lease lapsed stops before its next one. `force_unlock` releases a claim and fences its writer at once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ DEFAULT_LEASE = float(os.environ.get("KMIRROR_LOCK_LEASE_SECONDS", "60"))
 
 class LockHeldError(KmirrorError):
     """Someone else holds the state lock."""
+
+
+class LeaseLostError(KmirrorError):
+    """This apply's lease on the state lock lapsed; it stopped before its next cluster change."""
 
 
 def describe(claim: LockClaim) -> str:
@@ -62,6 +67,7 @@ class StateLock:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.lost: str | None = None
+        self._renewed_at = time.monotonic()
 
     @contextmanager
     def held(self, wait: float = 0.0) -> Iterator[StateSnapshot]:
@@ -89,6 +95,7 @@ class StateLock:
                 )
             time.sleep(min(2.0, max(0.2, deadline - time.monotonic())))
         self.snapshot = snapshot
+        self._renewed_at = time.monotonic()
         self._renewer = threading.Thread(target=self._renew, name=f"kmirror-lease-{self.id}", daemon=True)
         self._renewer.start()
         try:
@@ -98,12 +105,30 @@ class StateLock:
             self._renewer.join(timeout=5)
             self._release()
 
+    def check(self) -> None:
+        """Raise `LeaseLostError` when this holder can no longer be sure it holds the lock.
+
+        Called before every cluster change: a renewal failed, or none succeeded for two thirds of the lease (by
+        this process's monotonic clock, so no wall clock is involved), after which another kmirror may see the
+        lease as expired and take the lock.
+        """
+        overdue = time.monotonic() - self._renewed_at > self.lease * 2 / 3
+        if self.lost is None and not overdue:
+            return
+        why = self.lost or f"the lease was not renewed for {time.monotonic() - self._renewed_at:.0f}s"
+        raise LeaseLostError(
+            f"lost the state lock {self.id} ({why}); this apply stopped before its next cluster change. What it "
+            "did is recorded; run `kmirror plan` to see what is left, then apply again."
+        )
+
     def _renew(self) -> None:
         while not self._stop.wait(self.lease / 3):
             try:
                 self.store.append([(LEASE + self.id, {"id": self.id, "lease_until": time.time() + self.lease})])
-            except Exception as exc:  # reported by the apply when it next writes (it will be fenced)
+            except Exception as exc:  # the apply stops before its next change (`check`)
                 self.lost = str(exc)
+            else:
+                self._renewed_at = time.monotonic()
 
     def _release(self) -> None:
         self.store.append([(LOCK + self.id, None), (LEASE + self.id, None)])

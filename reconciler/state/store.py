@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from reconciler.adapters.kafka_admin import KafkaAdmin, unreachable
 from reconciler.errors import KmirrorError
+from reconciler.plan.topics import durable_configs, internal_replication_factor
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
     META,
@@ -126,8 +127,10 @@ class StateStore:
         admin = KafkaAdmin(self.cluster, self._config, self.timeout)
         if self.topic in admin.topics():
             return
-        configs = {"cleanup.policy": "compact"}
-        [outcome] = admin.create_topics([(self.topic, 1, -1, configs)])
+        # As the planner creates every internal topic: min(3, brokers) replicas, min.insync.replicas to match.
+        rf = internal_replication_factor(admin.brokers)
+        configs = {"cleanup.policy": "compact", **durable_configs(rf)}
+        [outcome] = admin.create_topics([(self.topic, 1, rf, configs)])
         if not outcome.ok:
             raise StateError(f"could not create state topic {self.topic} on '{self.cluster}': {outcome.message}")
 
@@ -159,7 +162,17 @@ class StateStore:
 class ApplySession:
     """The writes of one apply: a new serial, then one transaction per completed change, then the outcome."""
 
-    def __init__(self, store: StateStore, snapshot: StateSnapshot, plan_id: str, spec_digest: str, lock_id: str):
+    def __init__(
+        self,
+        store: StateStore,
+        snapshot: StateSnapshot,
+        plan_id: str,
+        spec_digest: str,
+        lock_id: str,
+        operation: str = "apply",
+        details: Mapping[str, Any] | None = None,
+    ):
+        """`operation`: what writes (apply, cutover), kept in the history entry with `details` (e.g. the flow)."""
         self.store = store
         self.lineage = snapshot.lineage or str(uuid.uuid4())
         self.serial = snapshot.serial + 1
@@ -170,6 +183,8 @@ class ApplySession:
             "plan_id": plan_id,
             "spec_digest": spec_digest,
             "lock_id": lock_id,
+            "operation": operation,
+            **dict(details or {}),
             "who": whoami(),
             "started_at": _now(),
             "finished_at": None,
@@ -209,7 +224,9 @@ class ApplySession:
     def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None:
         """Record the changes one batch call completed, in one transaction.
 
-        A create that did not happen withdraws its pending record; other failures leave the record as it was.
+        A create that did not happen (`failed`) withdraws its pending record; one whose fate is not known
+        (`unconfirmed`: its answer was lost and the controller did not say) keeps it, so the next plan confirms it.
+        Other failures leave the record as it was.
         """
         records: list[tuple[str, dict[str, Any] | None]] = []
         for address, kind, attributes, action, outcome, message in entries:
@@ -217,7 +234,7 @@ class ApplySession:
             if outcome == "applied":
                 value = None if attributes is None else self._resource(address, kind, attributes)
                 records.append((RESOURCE + address, value))
-            elif action == "create":
+            elif action == "create" and outcome == "failed":
                 records.append((RESOURCE + address, None))
         records += self._parts()
         records.append(self._hist())

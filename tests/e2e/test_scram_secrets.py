@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import SCRAM_USER, KafkaCluster
 
@@ -109,7 +109,7 @@ def test_scram_path_replicates_and_never_leaks_the_secret(
             outputs.append(kmirror("state", "show", "-f", str(spec), line.split()[0]).stdout)
     finally:
         desired = load_text(_spec(source, target)).state.with_source_path(spec)
-        LocalRunner(tmp_path, desired.spark).stop("secure")
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("secure")
 
     # Every output of ours, the saved plan, the state topic's raw bytes, and every file kmirror or the job wrote.
     assert all(scram_secret not in o for o in outputs)
@@ -122,7 +122,8 @@ def test_scram_path_replicates_and_never_leaks_the_secret(
         raw += b"".join((m.key() or b"") + (m.value() or b"") for m in state.consume(1000, timeout=2))
     state.close()
     assert b"resource/" in raw and scram_secret.encode() not in raw
-    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    job_folder = LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).folder("secure").path
+    written = [p for folder in (tmp_path, job_folder) for p in folder.rglob("*") if p.is_file()]
     assert any(p.name == "driver.log" for p in written)
     for p in written:
         assert scram_secret.encode() not in p.read_bytes(), f"secret written to {p}"

@@ -14,18 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.jobcontract.layout import JobFolder
 from reconciler.replication import standalone_entry
-from reconciler.replication.runners import JobRunnerError, runner_for
-from reconciler.replication.standalone import (
-    ENTRY,
-    PYTHON_RUNNER,
-    STOP_FILE,
-    DriverStatus,
-    StandaloneRunner,
-    create_request,
-    parse_created,
-    parse_status,
-)
+from reconciler.runners import JobRunnerError, runner_for
+from reconciler.runners.rest import PYTHON_RUNNER, DriverStatus, create_request, parse_created, parse_status
+from reconciler.runners.standalone import ENTRY, STOP_FILE, StandaloneRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import process_state
 
@@ -41,6 +34,7 @@ spark:
   deploy: standalone
   master: spark://m:7077
   rest_url: http://m:6066/
+  checkpoint_root: /shared/kmirror
   conf: {spark.executor.memory: 2g, spark.some.password: "${env:KM_TEST_SECRET}", spark.cores.max: 2}
 flows:
   - {name: f, source: a, target: b, topics: {include: [orders]}}
@@ -66,7 +60,7 @@ def test_create_request_runs_the_python_file_through_python_runner() -> None:
     assert props["spark.master"] == "spark://m:7077"
     assert props["spark.submit.deployMode"] == "cluster"
     assert props["spark.app.name"] == "kmirror-f"
-    assert props["spark.driver.supervise"] == "false"
+    assert props["spark.driver.supervise"] == "true"  # the master launches a driver that died again
     assert props["spark.driver.memory"] == "1g"
 
 
@@ -76,11 +70,12 @@ def test_the_runners_request_holds_no_secret_and_sends_only_the_python_variables
     secret = "hunter2-do-not-leak"
     monkeypatch.setenv("KM_TEST_SECRET", secret)
     desired = load_text(SPEC).state.with_source_path(tmp_path / "kmirror.yaml")
-    runner = runner_for(desired)
+    runner = runner_for(desired).primary
     assert isinstance(runner, StandaloneRunner)
     assert runner.rest.url == "http://m:6066"
-    folder = tmp_path / ".kmirror" / "jobs" / "f"
-    body = runner.request("f", desired.spark, folder, desired.flow_digest("f"), tmp_path / "cp" / "f")
+    folder = runner.folder("f")
+    assert folder == JobFolder(Path("/shared/kmirror/_kmirror.state/f"))  # keyed by state topic and flow
+    body = runner.request("f", desired.spark, folder, desired.flow_digest("f"), "/shared/kmirror/_kmirror.state/f/cp")
     assert secret not in json.dumps(body)
     assert set(body["environmentVariables"]) == {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"}
     props = body["sparkProperties"]
@@ -88,11 +83,13 @@ def test_the_runners_request_holds_no_secret_and_sends_only_the_python_variables
     assert props["spark.executor.memory"] == "2g" and props["spark.cores.max"] == "2"
     assert props["spark.pyspark.python"] == runner.python
     assert all(j.startswith("file:/") and j.endswith(".jar") for j in props["spark.jars"].split(","))
-    assert f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}" in props["spark.driver.extraJavaOptions"]
+    log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
+    assert log4j in props["spark.driver.extraJavaOptions"]
     args = body["appArgs"]
     assert args[:2] == [str(ENTRY), ""]
-    assert args[args.index("--kmirror-stop-file") + 1] == str(folder / STOP_FILE)
-    assert args[args.index("--spec") + 1] == str(folder / "spec.json")
+    assert args[args.index("--kmirror-stop-file") + 1] == str(folder.path / STOP_FILE)
+    assert args[args.index("--spec") + 1] == str(folder.path / "spec.json")
+    assert "--resume-from-syncs" not in args
     assert args[args.index("--digest") + 1] == desired.flow_digest("f")
 
 
@@ -134,13 +131,12 @@ def test_parse_created_gives_the_id_or_the_masters_refusal() -> None:
 
 
 def test_an_unreachable_rest_server_makes_the_job_status_unknown(tmp_path: Path) -> None:
-    desired = load_text(SPEC.replace("http://m:6066/", "http://127.0.0.1:9")).state.with_source_path(
-        tmp_path / "kmirror.yaml"
-    )
+    text = SPEC.replace("http://m:6066/", "http://127.0.0.1:9").replace("/shared/kmirror", str(tmp_path / "shared"))
+    desired = load_text(text).state.with_source_path(tmp_path / "kmirror.yaml")
     runner = runner_for(desired)
-    assert isinstance(runner, StandaloneRunner)
     assert runner.status().known  # nothing deployed yet: nothing to ask
-    folder = tmp_path / ".kmirror" / "jobs" / "f"
+    # A driver submitted by an apply that died before recording it: found in the flow's shared folder.
+    folder = tmp_path / "shared" / "_kmirror.state" / "f"
     folder.mkdir(parents=True)
     (folder / "runner.json").write_text(json.dumps({"submission_id": "driver-1", "rest_url": "http://127.0.0.1:9"}))
     assert not runner.status().known
@@ -196,3 +192,44 @@ def test_the_python_job_dies_with_its_parent_even_when_no_thread_of_it_runs(tmp_
         jvm.kill()
         if process_state(pid) is not None:
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_rest_token_is_an_hs256_jws_the_jwsfilter_verifies_and_expires() -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    from reconciler.runners.rest import jws_token
+
+    key_bytes = bytes(range(32))
+    key = base64.urlsafe_b64encode(key_bytes).rstrip(b"=").decode()
+    token = jws_token(key, 1_000_000.0)
+    header, payload, signature = token.split(".")
+
+    def decode(part: str) -> bytes:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+    assert json.loads(decode(header)) == {"alg": "HS256", "typ": "JWT"}
+    claims = json.loads(decode(payload))
+    assert claims["exp"] - claims["iat"] == 300 and claims["iat"] == 1_000_000
+    expected = hmac.new(key_bytes, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    assert decode(signature) == expected
+    with pytest.raises(JobRunnerError, match="at least 32 bytes"):
+        jws_token(base64.urlsafe_b64encode(b"short").decode(), 0)
+
+
+def test_an_inline_rest_signing_key_is_refused_and_a_reference_is_resolved_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.spec.issues import SpecError
+
+    inline = SPEC.replace("  checkpoint_root:", "  rest_jws_secret_key: c2VjcmV0\n  checkpoint_root:")
+    with pytest.raises(SpecError, match="signing key is written inline"):
+        load_text(inline)
+    monkeypatch.setenv("KM_REST_KEY", "k" * 43)
+    ref = SPEC.replace("  checkpoint_root:", '  rest_jws_secret_key: "${env:KM_REST_KEY}"\n  checkpoint_root:')
+    desired = load_text(ref).state.with_source_path(tmp_path / "kmirror.yaml")
+    runner = runner_for(desired).primary
+    assert isinstance(runner, StandaloneRunner)
+    assert "k" * 43 not in json.dumps(desired.model_dump(mode="json"))
+    assert runner.rest._signing_key == "k" * 43

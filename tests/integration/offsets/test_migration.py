@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.adapters.checkpointer import checkpoint_once
 from reconciler.cutover import readiness
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import stop_or_kill
@@ -116,7 +116,7 @@ class Env:
 @pytest.fixture
 def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[Env]:
     e = Env(tmp_path, source, target)
-    runner = LocalRunner(tmp_path, e.state.spark, stop_timeout=60)
+    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.adapters.checkpointer import checkpoint_once
 from reconciler.cutover import readiness
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.state.lock import StateLock
 from reconciler.state.store import StateStore
 from tests.conftest import KafkaCluster
@@ -75,7 +75,7 @@ def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[
         sync=f", config_exclude: ['{exclude}', 'unclean\\.leader\\.election\\.enable']",
     )
     e.groups = {name: f"mig{e.tag}-{name}" for name in STOP_AT}
-    runner = LocalRunner(tmp_path, e.state.spark, stop_timeout=60)
+    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, create_topics, describe, new_world, set_config, topic_exists
@@ -66,7 +66,7 @@ def world(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterato
     base = new_world(tmp_path, source, target)
     w = JobWorld(base.tmp, base.source, base.target, base.id)
     spec = w.job_spec()
-    runner = LocalRunner(tmp_path, load(spec).state.spark, stop_timeout=60)
+    runner = LocalRunner(tmp_path, load(spec).state.spark, state_topic=load(spec).state.state.topic, stop_timeout=60)
     try:
         yield w
     finally:

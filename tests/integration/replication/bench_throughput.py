@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import create_topic, end_offsets
@@ -85,7 +85,7 @@ flows:
     topics: {{include: ["perf{tag}\\\\.data"]}}
 """
     state = load_text(text).state.with_source_path(base / "kmirror.yaml")
-    runner = LocalRunner(base, state.spark)
+    runner = LocalRunner(base, state.spark, root=base)
     remote = state.flow("bench").remote_topic(topic)
     target_cluster = KafkaCluster("target", args.target, None)
     t0 = time.monotonic()

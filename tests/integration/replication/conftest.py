@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
 from tests.conftest import KafkaCluster
@@ -121,7 +121,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     state = desired_state(
         source, target, base, source_alias=f"s{tag}", target_alias=f"t{tag}", include=[prefix + r"\..*"]
     )
-    runner = LocalRunner(base, state.spark, stop_timeout=60)
+    runner = LocalRunner(base, state.spark, root=base, stop_timeout=60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
     try:
         yield f

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from reconciler.errors import KmirrorError
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import (
     Flow,
@@ -59,7 +59,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
         master="local[8]",
         conf=REALTIME,
     )
-    runner = LocalRunner(base, state.spark, stop_timeout=INTERVAL_S + 60)
+    runner = LocalRunner(base, state.spark, root=base, stop_timeout=INTERVAL_S + 60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
     f.deploy()
     try:
@@ -137,7 +137,7 @@ def test_too_few_task_slots_is_refused_before_anything_is_created(
         master="local[2]",
         conf=REALTIME,
     )
-    runner = LocalRunner(tmp_path, state.spark, start_timeout=120)
+    runner = LocalRunner(tmp_path, state.spark, root=tmp_path, start_timeout=120)
     try:
         with pytest.raises(KmirrorError) as failed:
             runner.deploy("repl", state.flow_effective_spec("repl"), state.flow_digest("repl"))

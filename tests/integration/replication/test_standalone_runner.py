@@ -1,20 +1,28 @@
 """`spark.deploy: standalone` end to end: apply runs the replication job as a driver on a real Spark standalone
 cluster (one master with its REST submission server and one worker, started locally with spark-class), on the
-session's Kafka 3.9 source and 4.x target.
+session's Kafka 3.9 source and 4.x target; the GitOps loop from fresh checkouts.
 
-One cluster and one flow serve the module (a driver start costs ~30 s here); in file order: apply deploys and
-records replicate, plan then shows the job running with the spec's digest; a spec change (a widened topic
-filter) redeploys it gracefully with nothing lost and no duplicate; a driver killed with SIGKILL is restarted by
-the next apply with nothing lost; a disabled flow has its driver stopped by apply.
+One cluster and one flow serve the module (a driver start costs ~30 s here); in file order: apply from checkout
+A deploys and records replicate; a fresh copy B of the same file (another folder, nothing of A's) plans no change
+(`plan --detailed-exitcode` exits 0), applies nothing and starts no second driver (counted on the master), shows
+the job in `kmirror status`, and still plans no change once A's folder is gone; a spec change redeploys
+gracefully with nothing lost and no duplicate; a driver killed with SIGKILL is launched again by the master with
+no apply and nothing lost; a job whose checkpoint was deleted resumes from the offset-syncs on the next apply
+(nothing lost, at most offset_lag_max per partition copied again); a disabled flow has its driver stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
+import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +34,9 @@ from reconciler import operations
 from reconciler.devenv import spark_standalone
 from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.plan.definition import Plan
-from reconciler.replication.standalone import StandaloneJob, StandaloneRunner
+from reconciler.runners import FlowRunners
+from reconciler.runners.rest import RestClient
+from reconciler.runners.standalone import StandaloneJob
 from reconciler.spec.loader import load_desired_state
 from reconciler.spec.models import DesiredState
 from tests.conftest import KafkaCluster, process_state
@@ -64,6 +74,7 @@ class Setup:
     target: KafkaCluster
     cluster: StandaloneCluster
     tag: str
+    shared: Path  # the checkpoint root every checkout and the worker share
 
     @property
     def prefix(self) -> str:
@@ -81,7 +92,7 @@ spark:
   deploy: standalone
   master: "{self.cluster.master_url}"
   rest_url: "{self.cluster.rest_url}"
-  checkpoint_root: checkpoints
+  checkpoint_root: "{self.shared}"
   conf: {{spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1}}
 flows:
   - name: {FLOW}
@@ -94,9 +105,10 @@ flows:
 """)
         return load_desired_state(self.base / "kmirror.yaml")
 
-    def runner(self, desired: DesiredState) -> StandaloneRunner:
-        runner = operations.job_runner(desired)
-        assert isinstance(runner, StandaloneRunner)
+    def runner(self, desired: DesiredState) -> FlowRunners:
+        """The runners as apply makes them: knowing what the state topic recorded."""
+        runner = operations.job_runner(desired, operations.read_state(desired).recorded())
+        assert isinstance(runner, FlowRunners) and runner.kind == "standalone"
         return runner
 
     def job(self, desired: DesiredState) -> StandaloneJob:
@@ -112,7 +124,14 @@ flows:
 def setup(
     source: KafkaCluster, target: KafkaCluster, cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Setup]:
-    s = Setup(tmp_path_factory.mktemp("standalone-flow"), source, target, cluster, uuid.uuid4().hex[:6])
+    s = Setup(
+        tmp_path_factory.mktemp("checkout-a"),
+        source,
+        target,
+        cluster,
+        uuid.uuid4().hex[:6],
+        tmp_path_factory.mktemp("shared-checkpoints"),
+    )
     try:
         yield s
     finally:
@@ -127,6 +146,19 @@ def job_change(plan: Plan) -> tuple[str, str] | None:
         if c.address == f"job/{FLOW}":
             return c.action.value, (c.after or {}).get("operation", "")
     return None
+
+
+def active_drivers(cluster: StandaloneCluster) -> list[str]:
+    """The drivers the master runs or will run (its JSON status page)."""
+    with urllib.request.urlopen(f"{cluster.webui_url}/json/", timeout=10) as resp:
+        return [d["id"] for d in json.loads(resp.read()).get("activedrivers", [])]
+
+
+def kmirror(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The `kmirror` command as a CI job runs it, in `cwd`."""
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def apply(desired: DesiredState) -> float:
@@ -144,7 +176,7 @@ def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: S
     # Every topic of the module exists before the first apply, which creates and records their remote topics: a
     # remote topic the running job creates for a new source topic is not recorded as kmirror's, and the next plan
     # would refuse it as foreign (a planner limitation, not the runner's).
-    for name in (topic, f"{setup.prefix}.moving", f"{setup.prefix}.killed", f"wide{setup.prefix}.extra"):
+    for name in (topic, *(f"{setup.prefix}.{t}" for t in ("moving", "killed", "cpgone")), f"wide{setup.prefix}.extra"):
         create_topic(setup.source, name, 2)
     producer = Producer(setup.source.config())
     for i in range(200):
@@ -178,6 +210,33 @@ def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: S
     print(f"standalone: replicated and planned again in {time.monotonic() - started:.1f}s")
 
 
+def test_a_fresh_checkout_plans_the_same_and_starts_no_second_driver(
+    setup: Setup, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The GitOps loop: every plan, apply and status runs in a fresh checkout on another machine."""
+    checkout_b = tmp_path_factory.mktemp("checkout-b")
+    shutil.copy(setup.base / "kmirror.yaml", checkout_b / "kmirror.yaml")
+    drivers = active_drivers(setup.cluster)
+    assert len(drivers) == 1, drivers
+    started = time.monotonic()
+    plan = kmirror("plan", "-f", "kmirror.yaml", "--detailed-exitcode", cwd=checkout_b)
+    print(f"standalone: plan from a fresh checkout took {time.monotonic() - started:.1f}s")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    applied = kmirror("apply", "-f", "kmirror.yaml", "--auto-approve", cwd=checkout_b)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert active_drivers(setup.cluster) == drivers  # the same driver, and no second one
+    status = kmirror("status", "-f", "kmirror.yaml", "--format", "json", cwd=checkout_b)
+    assert status.returncode == 0, status.stdout + status.stderr
+    flows = json.loads(status.stdout)
+    flows = flows.get("flows", flows) if isinstance(flows, dict) else flows
+    mine = next(f for f in flows if f["flow"] == FLOW)
+    assert mine["running"] and mine["job_state"] == "running", mine
+    # Checkout A is gone (the CI runner that applied is long recycled): B still sees the job.
+    shutil.rmtree(setup.base / ".kmirror", ignore_errors=True)
+    again = kmirror("plan", "-f", "kmirror.yaml", "--detailed-exitcode", cwd=checkout_b)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
 def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> None:
     desired = load_desired_state(setup.base / "kmirror.yaml")
     before = setup.job(desired)
@@ -199,7 +258,7 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
         assert after.running and after.digest == widened.flow_digest(FLOW)
         assert after.submission_id != before.submission_id
         time.sleep(3)
-    old_driver = StandaloneRunner(setup.base, widened.spark).rest.status(before.submission_id or "?")
+    old_driver = RestClient(setup.cluster.rest_url).status(before.submission_id or "?")
     assert old_driver.state == "FINISHED", old_driver  # it stopped itself (SIGTERM), not killed
     total, duplicates = seq.check(setup.target, setup.remote(widened, old))
     print(f"standalone redeploy mid-stream: {total} records, none lost, {duplicates} duplicates")
@@ -209,7 +268,7 @@ def test_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> Non
     )
 
 
-def test_a_killed_driver_is_restarted_by_the_next_apply(setup: Setup) -> None:
+def test_a_killed_driver_is_launched_again_by_the_master_with_no_apply(setup: Setup) -> None:
     desired = load_desired_state(setup.base / "kmirror.yaml")
     topic = f"{setup.prefix}.killed"
     with SequenceProducer(setup.source, topic, 2, per_round=40) as seq:
@@ -219,23 +278,54 @@ def test_a_killed_driver_is_restarted_by_the_next_apply(setup: Setup) -> None:
         job = setup.job(desired)
         python = json.loads((job.folder / "status.json").read_text())["pid"]
         jvm = int(Path(f"/proc/{python}/stat").read_text().rpartition(")")[2].split()[1])  # its parent
+        killed_at = time.monotonic()
         os.kill(jvm, signal.SIGKILL)
-        wait_for("the killed driver to be reported", lambda: not setup.job(desired).running, timeout=60)
         deadline = time.monotonic() + 10
         while (state := process_state(python)) is not None and time.monotonic() < deadline:
             time.sleep(0.5)
         assert state is None, f"the Python job {python} still runs 10 s after its driver was killed: {state}"
-        plan = operations.make_plan(desired)
-        assert job_change(plan) == ("update", "restart")
-        assert "not running" in next(c.reason for c in plan.changes if c.address == f"job/{FLOW}")
-        time.sleep(2)  # records keep arriving while the job is down
-        seconds = apply(desired)
-        print(f"standalone: restart of a killed driver took {seconds:.1f}s")
-        restarted = setup.job(desired)
-        assert restarted.running and restarted.submission_id != job.submission_id
+
+        def relaunched() -> bool:
+            now = setup.job(desired)
+            report = json.loads((now.folder / "status.json").read_text() or "{}")
+            return now.running and report.get("state") == "running" and report.get("pid") != python
+
+        wait_for("the master to launch the driver again", relaunched, timeout=180)
+        print(f"standalone: driver killed, running again after {time.monotonic() - killed_at:.1f}s with no apply")
+        again = setup.job(desired)
+        assert again.submission_id == job.submission_id  # the same supervised driver, launched again
+        assert job_change(operations.make_plan(desired)) is None
         time.sleep(3)
     total, duplicates = seq.check(setup.target, setup.remote(desired, topic))
-    print(f"standalone kill -9 of the driver and apply: {total} records, none lost, {duplicates} duplicates")
+    print(f"standalone kill -9 of the driver, relaunched by the master: {total} records, none lost, {duplicates} dup")
+
+
+def test_a_job_whose_checkpoint_was_deleted_resumes_from_the_offset_syncs(setup: Setup) -> None:
+    desired = load_desired_state(setup.base / "kmirror.yaml")
+    topic = f"{setup.prefix}.cpgone"
+    remote = setup.remote(desired, topic)
+    with SequenceProducer(setup.source, topic, 2, per_round=40) as seq:
+        wait_for("the job to copy more records", lambda: seq.copied(setup.target, remote) > 1000)
+        runner = setup.runner(desired)
+        job = runner.job(FLOW)
+        assert job is not None and job.checkpoint is not None
+        runner.stop(FLOW)  # gracefully: the held offset-syncs are sent
+        before = {p: n for p, n in end_offsets(setup.target, remote).items()}
+        shutil.rmtree(job.checkpoint)
+        plan = operations.make_plan(desired)
+        change = next(c for c in plan.changes if c.address == f"job/{FLOW}")
+        assert change.action.value == "update" and "resumes from the offset-syncs" in change.reason, change.reason
+        apply(desired)
+        report = json.loads((setup.job(desired).folder / "status.json").read_text())
+        assert report["resumed_from"] == "offset-syncs", report
+        time.sleep(3)
+    total, duplicates = seq.check(setup.target, remote)
+    lag_max = desired.flow(FLOW).offsets.offset_lag_max
+    for p, end in before.items():
+        got = [int(r.value or b"-1") for r in read_partition(setup.target, remote, p)]
+        again = sum(c - 1 for c in Counter(got).values())
+        assert again <= lag_max, f"partition {p}: {again} records copied again (offset_lag_max {lag_max}); end {end}"
+    print(f"standalone checkpoint deleted, resumed from the offset-syncs: {total} records, none lost, {duplicates} dup")
 
 
 def test_a_disabled_flow_has_its_driver_stopped_by_apply(setup: Setup) -> None:

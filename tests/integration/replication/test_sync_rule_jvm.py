@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from reconciler.replication.interceptor import SYNC_RULE_CLASS, interceptor_jar
+from reconciler.artifacts import interceptor_jar
+from reconciler.replication.interceptor import SYNC_RULE_CLASS
 from tests.unit.offsets.test_emitter import run as mm2_rule
 
 pytestmark = [pytest.mark.integration]

@@ -7,6 +7,8 @@ import pytest
 from reconciler.plan.definition import Action
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.plan.jobs import changed_fields
+from reconciler.spec.loader import load_text
+from reconciler.spec.models import DesiredState
 from tests.unit.plan.builders import by_address, desired, live, owned, plan, running, topic
 
 pytestmark = pytest.mark.unit
@@ -60,6 +62,7 @@ def test_removed_flow_stops_its_job_when_prune_jobs_allows() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
     assert change.action == Action.DELETE
+    assert (change.before or {})["removed"] is False  # disabled: enabled again, it resumes from its checkpoint
     kept = plan(
         desired("enabled: false\n" + FLOW, prune="prune: {jobs: false}"), lv, owned("src.orders"), running(gone, "f")
     )
@@ -82,3 +85,85 @@ def test_deploy_none_manages_no_job() -> None:
     ds = desired(FLOW).model_copy(update={"spark": desired(FLOW).spark.model_copy(update={"deploy": "none"})})
     p = plan(ds, live(src=[topic("orders")], dst=[topic("src.orders")]), owned("src.orders"), JobStatus(known=False))
     assert p.changes == () and not any("job" in w for w in p.warnings)
+
+
+def test_a_job_the_runner_cannot_see_from_here_is_left_alone_with_a_warning() -> None:
+    """A local job recorded on another host: restarting it here would run a second driver for the flow."""
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    jobs = JobStatus({"f": JobInfo("f", None, ds.flow_digest("f"), detail="deploy: local on host ci-7")})
+    p = plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), jobs)
+    assert "job/f" not in by_address(p)
+    assert any("job/f: deploy: local on host ci-7" in w for w in p.warnings)
+
+
+def test_a_restart_whose_checkpoint_is_gone_says_it_resumes_from_the_offset_syncs() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    info = JobInfo(
+        "f", False, ds.flow_digest("f"), checkpoint="/k/_kmirror.state/f/checkpoint", checkpoint_missing=True
+    )
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), JobStatus({"f": info})))["job/f"]
+    assert change.action == Action.UPDATE
+    assert "checkpoint /k/_kmirror.state/f/checkpoint is missing" in change.reason
+    assert "resumes from the offset-syncs" in change.reason
+
+
+def test_restarts_data_loss_and_a_local_job_on_a_ci_runner_are_warned_about() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    info = JobInfo("f", True, ds.flow_digest("f"), restarts=3, last_error="TimeoutException: x", data_loss_records=7)
+    p = plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), JobStatus({"f": info}, ephemeral_host=True))
+    assert p.changes == ()
+    text = "\n".join(p.warnings)
+    assert "restarted its query 3 time(s); last error: TimeoutException: x" in text
+    assert "7 record(s) were deleted on the source" in text
+    assert "spark.deploy is 'local' on a CI runner" in text
+
+
+def _renamed() -> DesiredState:
+    return load_text("""
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+flows:
+  - {name: g, source: src, target: dst, topics: {include: ['orders']}}
+moved:
+  - {from: f, to: g}
+""").state
+
+
+def test_a_renamed_flow_moves_its_job_instead_of_starting_a_new_one() -> None:
+    old, new = desired(FLOW), _renamed()
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    p = plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f"))
+    changes = by_address(p)
+    move = changes["job/g"]
+    assert move.action == Action.UPDATE and (move.after or {})["operation"] == "move"
+    assert (move.after or {})["moved_from"] == "f" and "moved from job/f" in move.reason
+    assert move.before == {"running": True, "spec_digest": old.flow_digest("f")}
+    assert "job/f" not in changes  # not stopped and forgotten: carried over
+
+
+def test_a_move_whose_old_flow_was_never_deployed_is_a_plain_deploy() -> None:
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(_renamed(), lv, owned("src.orders"), JobStatus()))["job/g"]
+    assert change.action == Action.CREATE and (change.after or {})["operation"] == "deploy"
+
+
+def test_a_flow_removed_from_the_file_has_its_job_stopped_and_its_checkpoint_forgotten() -> None:
+    """Added back (its remote topics maybe pruned meanwhile), it is a new flow: it starts from start_from."""
+    gone = desired(FLOW)
+    ds = load_text("""
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+""").state
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
+    assert change.action == Action.DELETE and (change.before or {})["removed"] is True
+    assert "forget its checkpoint" in change.reason

@@ -214,3 +214,36 @@ def test_replication_factor_above_the_broker_count_is_a_plan_error() -> None:
     lv = LiveState(clusters={**lv.clusters, "dst": replace(lv.clusters["dst"], brokers=1)})
     with pytest.raises(PlanError, match="replication_factor is 3, but 'dst' has 1 broker;"):
         plan(ds, lv)
+
+
+def test_internal_topics_get_three_replicas_and_min_insync_two_on_a_three_broker_cluster() -> None:
+    from dataclasses import replace
+
+    ds = desired("topics: {include: ['orders']}")
+    lv = live(src=[topic("orders")], internal=False)
+    lv = replace(lv, clusters={n: replace(c, brokers=3) for n, c in lv.clusters.items()})
+    internal = [c for c in plan(ds, lv, owned()).changes if c.kind == "internal_topic"]
+    assert internal and all((c.after or {})["replication_factor"] == 3 for c in internal)
+    assert all(
+        (c.after or {})["configs"] == {"cleanup.policy": "compact", "min.insync.replicas": "2"} for c in internal
+    )
+    single = replace(lv, clusters={n: replace(c, brokers=1) for n, c in lv.clusters.items()})
+    internal = [c for c in plan(ds, single, owned()).changes if c.kind == "internal_topic"]
+    assert all((c.after or {})["replication_factor"] == 1 for c in internal)
+    assert all((c.after or {})["configs"] == {"cleanup.policy": "compact"} for c in internal)
+
+
+def test_an_internal_topic_with_three_replicas_gets_min_insync_two_and_one_with_fewer_a_warning() -> None:
+    from dataclasses import replace
+
+    ds = desired("topics: {include: ['orders']}")
+    lv = live(src=[topic("orders")])
+    clusters = dict(lv.clusters)
+    dst = clusters["dst"]
+    topics = dict(dst.topics)
+    topics["src.checkpoints.internal"] = topic("src.checkpoints.internal", rf=3, cleanup_policy="compact")
+    clusters["dst"] = replace(dst, topics=topics, brokers=3)
+    p = plan(ds, replace(lv, clusters=clusters), owned())
+    change = by_address(p)["internal_topic/dst/src.checkpoints.internal"]
+    assert change.action == Action.UPDATE and (change.after or {})["configs"]["min.insync.replicas"] == "2"
+    assert any(w.startswith("internal_topic/dst/_kmirror.state: replication factor 1") for w in p.warnings)

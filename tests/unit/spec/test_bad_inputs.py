@@ -221,9 +221,41 @@ CASES: list[tuple[str, str, int, str]] = [
     ),
     (
         "spark-standalone-no-rest",
-        HEAD.replace("flows:", "spark: {deploy: standalone, master: 'spark://m:7077'}\nflows:"),
+        HEAD.replace("flows:", "spark: {deploy: standalone, master: 'spark://m:7077', checkpoint_root: /k}\nflows:"),
         6,
         "needs rest_url",
+    ),
+    (
+        "moved-to-a-flow-that-does-not-exist",
+        HEAD + "moved:\n  - {from: old-name, to: nope}\n",
+        11,
+        "no flow named 'nope'",
+    ),
+    (
+        "moved-from-a-flow-that-still-exists",
+        HEAD + "moved:\n  - {from: a-to-b, to: a-to-b}\n",
+        11,
+        "still exists, so it was not renamed",
+    ),
+    (
+        "spark-standalone-relative-checkpoint-root",
+        HEAD.replace(
+            "flows:",
+            "spark: {deploy: standalone, master: 'spark://m:7077', rest_url: 'http://m:6066', "
+            "checkpoint_root: .kmirror/checkpoints}\nflows:",
+        ),
+        6,
+        "on a filesystem mounted at the same path on every worker",
+    ),
+    (
+        "spark-standalone-hdfs-checkpoint-root",
+        HEAD.replace(
+            "flows:",
+            "spark: {deploy: standalone, master: 'spark://m:7077', rest_url: 'http://m:6066', "
+            "checkpoint_root: 'hdfs://nn/kmirror'}\nflows:",
+        ),
+        6,
+        "use a shared filesystem path or file: URI",
     ),
     (
         "spark-mode-unknown",

@@ -39,7 +39,9 @@ def test_example_names_the_schema(path: Path) -> None:
 
 
 def test_schema_file_is_fresh() -> None:
-    assert (ROOT / "schemas/kmirror.schema.json").read_text() == schema_text(), "run 'kmirror schema' and commit"
+    assert (ROOT / "schemas/kmirror.schema.json").read_text() == schema_text(), (
+        "run 'kmirror schema -o schemas/kmirror.schema.json' and commit"
+    )
 
 
 def test_schema_describes_the_file() -> None:

@@ -103,7 +103,7 @@ def test_cli_writes_a_valid_file(tmp_path: Path) -> None:
     out = tmp_path / "kmirror.yaml"
     result = CliRunner().invoke(main, ["import", "mm2", str(PROPERTIES), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "note: tasks.max" in result.output
+    assert "warning: tasks.max" in result.output
     assert CliRunner().invoke(main, ["validate", "-f", str(out)]).exit_code == 0
     again = CliRunner().invoke(main, ["import", "mm2", str(PROPERTIES), "-o", str(out)])
     assert again.exit_code == 1 and "--force" in again.output

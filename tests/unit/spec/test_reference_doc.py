@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_reference_doc_is_fresh() -> None:
-    assert (ROOT / "docs/reference.md").read_text() == reference_markdown(), "run 'kmirror schema --markdown'"
+    fix = "run 'kmirror schema --markdown -o docs/reference.md'"
+    assert (ROOT / "docs/reference.md").read_text() == reference_markdown(), fix
 
 
 def test_every_field_of_every_object_is_documented_with_its_default() -> None:

@@ -69,6 +69,21 @@ def test_identity_cycle_with_disjoint_filters_is_fine() -> None:
     assert messages(state(flow("a", "b", "identity", ["x"]), flow("b", "a", "identity", ["y"]))) == []
 
 
+def test_mixed_cycle_is_fine_when_the_prefixed_names_coming_back_never_match_the_identity_filter() -> None:
+    # a -identity-> b takes orders.*; b -prefix-> a sends everything back as "b.<topic>", which orders.* never takes
+    assert messages(state(flow("a", "b", "identity", [r"orders\..*"]), flow("b", "a", "prefix", [".*"]))) == []
+    # three hops: the prefixed names "c.<topic>" never match a's identity filter either
+    three = state(flow("a", "b", "identity", [r"orders\..*"]), flow("b", "c", "identity", [".*"]), flow("c", "a"))
+    assert messages(three) == []
+
+
+def test_mixed_cycle_whose_identity_filter_takes_the_prefixed_names_is_still_refused() -> None:
+    (message,) = messages(state(flow("a", "b", "identity", [r"b\..*", r"orders\..*"]), flow("b", "a")))
+    assert "replication cycle a → b → a" in message
+    (message,) = messages(state(flow("a", "b", "identity", [".*"]), flow("b", "a")))
+    assert "replication cycle" in message
+
+
 def test_disabled_flows_do_not_form_cycles() -> None:
     assert messages(state(flow("a", "b", "identity"), flow("b", "a", "identity", enabled=False))) == []
 

@@ -1,10 +1,10 @@
 """The spec file a replication job is started with: a flow's effective spec plus where its paths resolve.
 
-The runner writes it (`JobSpec.write`), the job reads it (`JobSpec.read`). It holds exactly the flow's
-effective spec (`DesiredState.flow_effective_spec`): the flow, its two clusters and the Spark settings, with
-secrets as the `${env:..}`/`${file:..}` references the user wrote, plus the folder of the desired-state file
-(relative checkpoint roots and `${file:..}` paths resolve against it). The job resolves references from its own
-environment at the moment it builds a client.
+The runner writes it (`JobSpec.write`) into the job's folder (`layout.py`), the job reads it (`JobSpec.read`).
+It holds exactly the flow's effective spec (`DesiredState.flow_effective_spec`): the flow, its two clusters and
+the Spark settings, with secrets as the `${env:..}`/`${file:..}` references the user wrote, plus the folder of the
+desired-state file (`${file:..}` paths resolve against it). The job resolves references from its own
+environment at the moment it builds a client. Where the checkpoint lives is the runner's to say (`layout.py`).
 
 Must not: hold a resolved secret, or do anything but (de)serialise and rebuild the spec models.
 """
@@ -46,13 +46,6 @@ class JobSpec:
             return ClusterSpec.model_validate(self.effective["clusters"][alias])
         except KeyError:
             raise ConfigError(f"the job spec of flow {self.flow_name} names no cluster '{alias}'") from None
-
-    def checkpoint_dir(self) -> Path:
-        """`spark.checkpoint_root/<flow>`, a relative root taken from the desired-state file's folder."""
-        root = Path(self.spark.checkpoint_root).expanduser()
-        if not root.is_absolute():
-            root = self.base_dir / root
-        return root / self.flow_name
 
     def to_json(self) -> dict[str, Any]:
         return {

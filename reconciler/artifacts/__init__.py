@@ -1,0 +1,26 @@
+"""The JVM artifacts kmirror runs with, resolved once: Kafka and Spark jars from Maven Central, the interceptor jar.
+
+Production code (the runners) and the local clusters (`reconciler.devenv`) both use it; it imports neither.
+"""
+
+from reconciler.artifacts.interceptor_jar import interceptor_jar
+from reconciler.artifacts.jars import (
+    KAFKA_SOURCE_VERSION,
+    KAFKA_TARGET_VERSION,
+    ArtifactError,
+    cache_root,
+    kafka_libs,
+    mm2_libs,
+    spark_kafka_jars,
+)
+
+__all__ = [
+    "KAFKA_SOURCE_VERSION",
+    "KAFKA_TARGET_VERSION",
+    "ArtifactError",
+    "cache_root",
+    "interceptor_jar",
+    "kafka_libs",
+    "mm2_libs",
+    "spark_kafka_jars",
+]

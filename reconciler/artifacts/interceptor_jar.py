@@ -1,0 +1,56 @@
+"""Builds the replication job's producer interceptor jar (`reconciler/replication/jvm/*.java`) with `javac`.
+
+The sources ship inside the `reconciler.replication` package (they are the job's record path); this module
+compiles them against the connector's kafka-clients jar, once per source version, into the kmirror cache (next to
+the Kafka and Spark jars), and returns the jar's path.
+
+Must not: run anything but `javac`, or write outside its cache folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
+
+_SOURCES = ("ReplicationInterceptor.java", "OffsetSyncRule.java")
+
+
+def interceptor_jar() -> Path:
+    """The interceptor jar, compiled on first use (needs a JDK's `javac`)."""
+    sources = {name: (resources.files("reconciler.replication") / "jvm" / name).read_bytes() for name in _SOURCES}
+    version = hashlib.sha256(b"".join(sources[n] for n in _SOURCES)).hexdigest()[:16]
+    target = cache_root() / "jars" / f"kmirror-interceptor-{version}" / "kmirror-interceptor.jar"
+    if target.exists():
+        return target
+    javac = shutil.which("javac")
+    if javac is None:
+        raise ArtifactError(
+            "the replication job needs a JDK (`javac` is not on PATH) to build its producer interceptor once; "
+            "install one, e.g. `apt-get install openjdk-17-jdk-headless`."
+        )
+    clients = [p for p in spark_kafka_jars() if p.name.startswith("kafka-clients-")]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        paths = []
+        for name, text in sources.items():
+            (Path(work) / name).write_bytes(text)
+            paths.append(str(Path(work) / name))
+        classes = Path(work) / "classes"
+        cmd = [javac, "--release", "11", "-nowarn", "-cp", ":".join(map(str, clients)), "-d", str(classes), *paths]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ArtifactError(f"could not compile the producer interceptor:\n{result.stdout}{result.stderr}")
+        staging = Path(work) / "interceptor.jar"
+        with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: kmirror\n\n")
+            for cls in sorted(classes.rglob("*.class")):
+                jar.write(cls, cls.relative_to(classes).as_posix())
+        staging.replace(target)  # atomic: a reader never sees half a jar
+    return target

@@ -1,0 +1,150 @@
+"""The control plane of the replication jobs: the runners that deploy, stop and report them from the CLI.
+
+`runner_for(desired, deployments)` gives the executor and the planner one `FlowRunners`: it deploys with the
+runner `spark.deploy` names (`local.py`: a spark-submit on this machine; `standalone.py`: a driver on a Spark
+standalone cluster) and stops and reports each flow with the runner that deployed it, as recorded in the state
+topic (a flow moved from one to the other is stopped where it ran). `deployments` is what the state topic
+recorded per flow (the `deployment` of each `job/<flow>` record); no runner reads anything of the checkout.
+
+The job itself (what runs inside the Spark driver) is `reconciler.replication`; the two meet only in
+`reconciler.jobcontract`.
+
+Must not: decide whether a job should run (the planner does); import `reconciler.replication`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reconciler.jobcontract.layout import CheckpointRoot
+from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.runners.common import JobRunnerError, checkpoint_for
+from reconciler.runners.local import LocalJob, LocalRunner
+from reconciler.runners.standalone import StandaloneJob, StandaloneRunner
+from reconciler.spec.models import DesiredState, SparkSpec
+
+Runner = LocalRunner | StandaloneRunner
+
+__all__ = [
+    "FlowRunners",
+    "JobRunnerError",
+    "LocalJob",
+    "LocalRunner",
+    "StandaloneJob",
+    "StandaloneRunner",
+    "runner_for",
+]
+
+
+class FlowRunners:
+    """Deploys with the configured runner; stops and reports each flow with the one that deployed it."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        spark: SparkSpec,
+        state_topic: str,
+        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.base_dir = base_dir
+        self.spark = spark
+        self.state_topic = state_topic
+        self.deployments = {k: dict(v) for k, v in (deployments or {}).items()}
+        self.primary = self._make(spark.deploy, spark, self._of_kind(spark.deploy))
+        self.kind = self.primary.kind
+
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+        previous = self.deployments.get(flow)
+        if previous is not None and _kind(previous) != self.kind:
+            self._runner_of(flow).stop(flow)  # it ran under the other runner: stop it there first
+            self.primary.deployments.pop(flow, None)
+        record = self.primary.deploy(flow, spec, spec_digest)
+        self.deployments[flow] = record
+        return record
+
+    def stop(self, flow: str) -> None:
+        self._runner_of(flow).stop(flow)
+
+    def forget(self, flow: str) -> None:
+        """A removed flow's stopped job: its checkpoint and its folder's record go, so added back it starts afresh."""
+        self._runner_of(flow).forget(flow)
+        self.deployments.pop(flow, None)
+
+    def move(self, old: str, new: str) -> None:
+        """A renamed flow: stop `old`'s job gracefully; `new`'s next deploy starts on `old`'s checkpoint."""
+        record = self.deployments.get(old) or {}
+        runner = self._runner_of(old)
+        runner.stop(old)
+        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        carried = {
+            "runner": _kind(record) if record else self.kind,
+            "checkpoint": checkpoint_for(old, root, self.state_topic, record),
+        }
+        self.deployments[new] = carried
+        if carried["runner"] == self.kind:
+            self.primary.deployments[new] = carried
+
+    def status(self) -> JobStatus:
+        status = self.primary.status()
+        if not status.known:
+            return status
+        ephemeral = self.kind == "local" and os.environ.get("CI", "").lower() in ("true", "1")
+        jobs: dict[str, JobInfo] = dict(status.jobs)
+        for flow, record in self.deployments.items():
+            if _kind(record) != self.kind:
+                other = self._runner_of(flow)
+                try:
+                    info = other.info(flow)
+                except JobRunnerError:
+                    return JobStatus(known=False)
+                if info is not None:
+                    jobs[flow] = info
+        return JobStatus(jobs, ephemeral_host=ephemeral)
+
+    def job(self, flow: str) -> LocalJob | StandaloneJob | None:
+        return self._runner_of(flow).job(flow)
+
+    def _runner_of(self, flow: str) -> Runner:
+        record = self.deployments.get(flow)
+        if record is None or _kind(record) == self.kind:
+            return self.primary
+        kind = _kind(record)
+        spark = self.spark
+        if kind == "standalone":
+            rest = record.get("rest_url")
+            spark = SparkSpec(
+                deploy="standalone",
+                master=str(record.get("master") or "spark://unknown:7077"),
+                rest_url=str(rest or "http://unknown:6066"),
+                checkpoint_root=str(record.get("folder") or "/unknown"),
+            )
+        else:
+            spark = SparkSpec(checkpoint_root=spark.checkpoint_root)
+        return self._make(kind, spark, {flow: record})
+
+    def _of_kind(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {f: r for f, r in self.deployments.items() if _kind(r) == kind}
+
+    def _make(self, kind: str, spark: SparkSpec, deployments: Mapping[str, Mapping[str, Any]]) -> Runner:
+        if kind == "local":
+            return LocalRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
+        if kind == "standalone":
+            return StandaloneRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
+        raise JobRunnerError(f"spark.deploy '{kind}' runs no job, so it has no job runner")
+
+
+def _kind(record: Mapping[str, Any]) -> str:
+    kind = record.get("runner")
+    if isinstance(kind, str):
+        return kind
+    return "standalone" if "submission_id" in record else "local"
+
+
+def runner_for(desired: DesiredState, deployments: Mapping[str, Mapping[str, Any]] | None = None) -> FlowRunners:
+    """The runners of `desired`, rooted at the desired-state file's folder (or the working folder)."""
+    if desired.spark.deploy == "none":
+        raise JobRunnerError("spark.deploy 'none' runs no job, so it has no job runner")
+    return FlowRunners(desired.base_dir or Path.cwd(), desired.spark, desired.state.topic, deployments)

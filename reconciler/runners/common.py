@@ -1,0 +1,190 @@
+"""What both runners share: Spark settings every job gets, the jars it needs, the job's folder files, processes.
+
+Must not: decide whether a job should run (the planner does), or know one runner's protocol (local.py,
+standalone.py do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from reconciler.errors import KmirrorError
+from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
+from reconciler.jobcontract.status import read_report
+from reconciler.plan.inputs import JobInfo
+from reconciler.spec.models import SparkSpec
+from reconciler.spec.secrets import SecretRef
+
+#: Spark settings every job gets unless `spark.conf` says otherwise: a light driver for a one-machine job.
+SPARK_DEFAULTS = {
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+#: This machine's name, as recorded with a local job (a job is only seen from the host it runs on).
+HOST = socket.gethostname()
+
+
+class JobRunnerError(KmirrorError):
+    """A replication job could not be started or stopped."""
+
+
+def spark_submit() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+def job_jars() -> list[Path]:
+    """The jars a job needs besides pyspark's: the Kafka connector and kmirror's producer interceptor."""
+    from reconciler.artifacts import interceptor_jar, spark_kafka_jars
+
+    return [*spark_kafka_jars(), interceptor_jar()]
+
+
+def spark_properties(spark: SparkSpec) -> dict[str, str]:
+    """SPARK_DEFAULTS with `spark.conf` on top; settings holding references are left to the job (in memory)."""
+    props = dict(SPARK_DEFAULTS)
+    props.update({k: spark_value(v) for k, v in spark.conf.items() if not isinstance(v, SecretRef)})
+    return props
+
+
+def checkpoint_for(
+    flow: str,
+    root: CheckpointRoot,
+    state_topic: str,
+    previous: Mapping[str, Any] | None,
+) -> str:
+    """Where the flow's job checkpoints: where its previous deployment did (recorded), else the keyed layout.
+
+    A job deployed before checkpoints were keyed by state topic kept them in `<checkpoint_root>/<flow>`; one found
+    there is used on, so upgrading kmirror does not restart a flow from `start_from`.
+    """
+    recorded = (previous or {}).get("checkpoint")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    if root.path is not None and (root.path / flow / "offsets").is_dir():
+        return str(root.path / flow)
+    return root.checkpoint(state_topic, flow)
+
+
+def checkpoint_missing(checkpoint: str, previous: Mapping[str, Any] | None) -> bool | None:
+    """Whether a flow deployed before has lost its checkpoint: True/False for a local path, None if unknown."""
+    if not previous:
+        return False
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        return None  # hdfs:, s3a:, ...: the job checks it itself when it starts
+    path = Path(checkpoint.removeprefix("file://").removeprefix("file:"))
+    return not (path / "offsets").is_dir()
+
+
+class ReportedJob(Protocol):
+    """What both runners know of a job (`LocalJob`, `StandaloneJob`)."""
+
+    @property
+    def folder(self) -> Path: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def digest(self) -> str | None: ...
+    @property
+    def state(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def checkpoint(self) -> str | None: ...
+
+
+def job_info(
+    flow: str, job: ReportedJob, previous: Mapping[str, Any], kind: str, detail: str, host: str | None
+) -> JobInfo:
+    """The planner's view of a job: the runner's answer plus what the job's status record says of itself."""
+    report = read_report(job.folder / "status.json")
+    missing = checkpoint_missing(job.checkpoint, previous) if job.checkpoint and not job.running else False
+    return JobInfo(
+        flow,
+        job.running,
+        job.digest,
+        kind,
+        detail,
+        state=job.state,
+        restarts=int(report.get("restarts") or 0),
+        last_error=job.error,
+        data_loss_records=int(report.get("data_loss_records") or 0),
+        checkpoint=job.checkpoint,
+        checkpoint_missing=missing,
+        host=host,
+    )
+
+
+def spark_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+    write_private(path, "".join(f"{escape(k)}={escape(v)}\n" for k, v in sorted(props.items())))
+
+
+def write_json(path: Path, value: Mapping[str, Any]) -> None:
+    write_private(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write atomically with owner-only permissions (a job's files name its clusters and settings)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def folder_of(previous: Mapping[str, Any] | None) -> JobFolder | None:
+    folder = (previous or {}).get("folder")
+    return JobFolder(Path(folder)) if isinstance(folder, str) and folder else None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X"):
+            return False
+    return True
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %z")

@@ -1,0 +1,351 @@
+"""`LocalRunner` (`spark.deploy: local`, the embedded default): each flow's job as a detached
+`spark-submit --master local[N]` on this machine.
+
+The job's folder is this host's (`jobcontract.layout.local_job_folder`: `$KMIRROR_HOME/jobs/<state topic>/<flow>/`),
+never the checkout's, so any checkout of the same desired-state file on this host sees the same job:
+
+    spec.json           the flow's effective spec (secrets as references) that the job reads
+    spark.properties    Spark settings (driver memory, UI off, ...; no resolved secret)
+    log4j2.properties   the driver's JVM log configuration (WARN and up)
+    driver.log          the job's stdout and stderr, appended across starts
+    runner.json         written by the runner: host, pid of the spark-submit process (also its process group),
+                        digest, checkpoint
+    status.json         written by the job (`jobcontract.status.JobReport`)
+
+`deploy` returns the same record (the executor keeps it in the state topic). A job runs when the recorded pid on
+this host is alive, is not a zombie and its command line names this flow's spec file. A job recorded on another
+host cannot be seen from here: its status is unknown, and the planner plans nothing for it (a CI runner with
+`deploy: local` starts a job that lives only as long as that machine; the planner warns).
+
+`deploy` stops a running job of the flow gracefully (SIGTERM to the job's Python driver, which finishes the
+batch in flight; after `stop_timeout` the whole process group is killed) and starts a new one on the same
+checkpoint, so it resumes where the old one stopped. A flow deployed before whose checkpoint is gone is started
+with `--resume-from-syncs`: it reads on from the offset-syncs (what the target proves copied), not from
+`start_from`. The job inherits kmirror's environment, from which it resolves `${env:..}` references itself;
+nothing secret is written to these files or put on a command line.
+
+Must not: decide whether a job should run (the planner does), or touch another flow's folder or process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
+from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.status import read_report
+from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.runners.common import (
+    HOST,
+    JobRunnerError,
+    alive,
+    checkpoint_for,
+    checkpoint_missing,
+    job_info,
+    job_jars,
+    now,
+    read_json,
+    spark_properties,
+    spark_submit,
+    tail,
+    write_json,
+    write_private,
+    write_properties,
+)
+from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
+from reconciler.spec.models import SparkSpec
+
+ENTRY = Path(__file__).parents[1] / "replication" / "entry.py"
+
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %p %c{1}: %m%n%ex
+# "Current batch is falling behind" after every batch longer than the trigger interval: expected under load.
+logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor
+logger.trigger.level = error
+"""
+
+
+@dataclass(frozen=True)
+class LocalJob:
+    """What the runner knows about one flow's job, from its folder on this host."""
+
+    flow: str
+    folder: Path
+    pid: int | None
+    digest: str | None
+    running: bool
+    state: str | None
+    app_id: str | None
+    error: str | None
+    checkpoint: str | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "driver.log"
+
+    @property
+    def host(self) -> str:
+        """Where the driver (and its metrics endpoint) runs: this machine."""
+        return "127.0.0.1"
+
+
+class LocalRunner:
+    """Runs each flow's job as a detached local spark-submit; see the module docstring."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        base_dir: Path,
+        spark: SparkSpec | None = None,
+        *,
+        state_topic: str = DEFAULT_STATE_TOPIC,
+        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+        root: Path | None = None,
+        stop_timeout: float = 60.0,
+        start_timeout: float = 180.0,
+        python: str = sys.executable,
+    ) -> None:
+        self.base_dir = base_dir.resolve()
+        self.spark = spark or SparkSpec()
+        self.state_topic = state_topic
+        #: What the state topic says apply deployed, per flow (the `deployment` of each `job/<flow>` record).
+        self.deployments = dict(deployments or {})
+        self.root = root
+        self.stop_timeout = stop_timeout
+        self.start_timeout = start_timeout
+        self.python = python
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def folder(self, flow: str) -> JobFolder:
+        return local_job_folder(self.state_topic, flow, self.root)
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.folder("x").path.parent
+
+    # -- the executor's protocol ----------------------------------------------------------------------------
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+        """Start the flow's job with `spec`, stopping a running one first (it resumes from its checkpoint).
+
+        Returns the deployment record once the job reports its query running; raises `JobRunnerError` with the
+        log's tail if it exits first or does not come up within `start_timeout`.
+        """
+        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir)
+        spark = job_spec.spark
+        folder = self.folder(flow)
+        previous = self._previous(flow)
+        self.stop(flow)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        job_spec.write(folder.spec)
+        write_private(folder.path / "log4j2.properties", _LOG4J2)
+        props = spark_properties(spark)
+        props["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
+        write_properties(folder.path / "spark.properties", props)
+        root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
+        checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
+        if "://" not in checkpoint:
+            Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            folder.status.unlink()
+        cmd = [
+            str(spark_submit()),
+            "--master", spark.master,
+            "--name", f"kmirror-{flow}",
+            "--properties-file", str(folder.path / "spark.properties"),
+            "--jars", ",".join(str(p) for p in job_jars()),
+            str(ENTRY),
+            "--spec", str(folder.spec),
+            "--digest", spec_digest,
+            "--checkpoint", checkpoint,
+        ]  # fmt: skip
+        if checkpoint_missing(checkpoint, previous) is not False:
+            cmd.append("--resume-from-syncs")
+        env = {**os.environ, "PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python}
+        with folder.log.open("ab") as out:
+            os.chmod(folder.log, 0o600)
+            out.write(f"\n===== kmirror: starting flow {flow} with {spec_digest} at {now()} =====\n".encode())
+            out.flush()
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=folder.path, env=env,
+            )  # fmt: skip
+        self._children[proc.pid] = proc
+        record = {
+            "runner": self.kind,
+            "flow": flow,
+            "host": HOST,
+            "pid": proc.pid,
+            "digest": spec_digest,
+            "folder": str(folder.path),
+            "checkpoint": checkpoint,
+            "started_at": time.time(),
+        }
+        write_json(folder.runner, record)
+        self.deployments[flow] = record
+        self._wait_started(flow, proc)
+        return record
+
+    def stop(self, flow: str) -> None:
+        """Stop the flow's job gracefully (finish the batch in flight); kill it after `stop_timeout`."""
+        job = self.job(flow)
+        if job is None or job.pid is None or not job.running:
+            return
+        driver = read_report(job.folder / "status.json").get("pid")
+        target = driver if isinstance(driver, int) and alive(driver) else job.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGTERM)
+        if not self._wait_exit(job.pid, self.stop_timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+            self._wait_exit(job.pid, 15)
+        folder = self.folder(flow)
+        write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
+
+    def forget(self, flow: str) -> None:
+        """Delete the stopped job's checkpoint (a local path) and its folder's runner record: the flow is gone."""
+        previous = self._previous(flow)
+        if not previous:
+            return
+        folder = self.folder(flow)
+        checkpoint = previous.get("checkpoint")
+        if isinstance(checkpoint, str) and "://" not in checkpoint:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            folder.runner.unlink()
+        self.deployments.pop(flow, None)
+
+    # -- the planner's input --------------------------------------------------------------------------------
+    def status(self) -> JobStatus:
+        """Every job this state topic's applies deployed (recorded), and any found in this host's folders."""
+        flows = set(self.deployments)
+        if self.jobs_dir.is_dir():
+            flows |= {p.name for p in self.jobs_dir.iterdir() if (p / "runner.json").is_file()}
+        jobs = {}
+        for flow in sorted(flows):
+            info = self.info(flow)
+            if info is not None:
+                jobs[flow] = info
+        return JobStatus(jobs)
+
+    def info(self, flow: str) -> JobInfo | None:
+        previous = self._previous(flow)
+        host = previous.get("host")
+        if isinstance(host, str) and host != HOST and not self.folder(flow).runner.is_file():
+            return JobInfo(
+                flow,
+                None,
+                _str(previous.get("digest")),
+                self.kind,
+                f"deploy: local on host {host}; its process can only be seen there",
+                host=host,
+            )
+        job = self.job(flow)
+        return None if job is None else job_info(flow, job, previous, self.kind, _detail(job), HOST)
+
+    def job(self, flow: str) -> LocalJob | None:
+        folder = self.folder(flow)
+        record = read_json(folder.runner) or dict(self._previous(flow))
+        if not record or record.get("runner") == "standalone":
+            return None
+        status = read_report(folder.status)
+        pid = record.get("pid")
+        pid = pid if isinstance(pid, int) else None
+        running = pid is not None and record.get("host", HOST) == HOST and self._is_our_job(pid, folder.spec)
+        digest = status.get("digest") or record.get("digest")
+        checkpoint = _str(record.get("checkpoint"))
+        return LocalJob(
+            flow,
+            folder.path,
+            pid,
+            digest,
+            running,
+            status.get("state"),
+            status.get("app_id"),
+            status.get("error"),
+            checkpoint,
+        )
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+    def _previous(self, flow: str) -> dict[str, Any]:
+        """The flow's last deployment: as the state topic recorded it, else as this host's folder has it."""
+        recorded = self.deployments.get(flow)
+        return dict(recorded) if recorded else read_json(self.folder(flow).runner)
+
+    def _is_our_job(self, pid: int, spec_file: Path) -> bool:
+        child = self._children.get(pid)
+        if child is not None and child.poll() is not None:
+            return False  # reaped: it exited
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
+            return False
+        return str(spec_file).encode() in cmdline
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            child = self._children.get(pid)
+            if child is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=0.2)
+                if child.poll() is not None:
+                    self._children.pop(pid, None)
+                    return True
+            elif not alive(pid):
+                return True
+            else:
+                time.sleep(0.2)
+        return False
+
+    def _wait_started(self, flow: str, proc: subprocess.Popen[bytes]) -> None:
+        folder = self.folder(flow)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            state = read_report(folder.status).get("state")
+            if state == "running":
+                return
+            if proc.poll() is not None:
+                status = read_report(folder.status)
+                why = status.get("error") or f"exit code {proc.returncode}"
+                raise JobRunnerError(
+                    f"the replication job of flow {flow} exited while starting ({why}). "
+                    f"Last lines of {folder.log}:\n{tail(folder.log)}"
+                )
+            time.sleep(0.25)
+        raise JobRunnerError(
+            f"the replication job of flow {flow} did not report running within {self.start_timeout:.0f}s; "
+            f"it is left running (pid {proc.pid}). See {folder.log}."
+        )
+
+
+def _detail(job: LocalJob) -> str:
+    if job.running:
+        return f"pid {job.pid}, {job.state or 'starting'}" + (f", app {job.app_id}" if job.app_id else "")
+    if job.state == "stopped":
+        return f"stopped; log: {job.log}"
+    reason = f": {job.error}" if job.error else ""
+    return f"exited{reason}: see {job.log}"
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

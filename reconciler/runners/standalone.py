@@ -1,0 +1,401 @@
+"""`StandaloneRunner` (`spark.deploy: standalone`): each flow's job as a driver on a Spark standalone cluster.
+
+The runner talks to the master's REST submission server (`spark.rest_url`, e.g. http://master:6066; the master
+needs `spark.master.rest.enabled=true`). spark-submit refuses `--deploy-mode cluster` for Python applications on
+a standalone master, but the REST protocol takes any main class (`rest.py`): the master launches a driver on a
+worker, which runs the Python job there, supervised (`spark.driver.supervise`): a driver that dies is launched
+again by the master, with no apply. The driver outlives kmirror; whether it runs comes from the master
+(`GET /v1/submissions/status/<id>`), never from files of the checkout.
+
+Identity: `deploy` returns the deployment (submission id, REST URL, checkpoint, folder, digest), which the
+executor records in the state topic; `status` asks the master about each recorded driver, so any checkout of the
+same file on any machine that reaches the master sees the same job, and an apply from a second checkout finds
+the driver running and starts no other.
+
+Files: the job's folder sits beside its checkpoint, `<checkpoint_root>/<state topic>/<flow>/` (layout.py), on the
+filesystem the workers and every machine that runs kmirror share: spec.json, log4j2.properties, driver.log (the
+Python job's output and the driver JVM's warnings), status.json (written by the job), runner.json (the
+deployment, written at submission: a driver submitted by an apply killed before it recorded it is still found),
+and `stop.request`. Workers must also have kmirror, its Python (`sys.executable` here, sent as
+`spark.pyspark.python`) and the jars at the same paths as this machine.
+
+Stop is graceful: the REST kill endpoint only destroys the driver JVM, which neither signals nor stops the Python
+job. So the driver runs `standalone_entry.py`, which watches `stop.request` and sends its own process SIGTERM
+when it appears: the job finishes the batch in flight, stops its query and exits 0 (driver FINISHED, not
+relaunched). After `stop_timeout` the runner falls back to the kill endpoint.
+
+Secrets: the request carries only PYSPARK_PYTHON/PYSPARK_DRIVER_PYTHON and Spark settings without references.
+`${env:..}` values are never sent: the master keeps (and with a recovery mode, persists) the driver's
+description. The driver resolves references from the worker's environment (set them in the worker's
+`conf/spark-env.sh` or its service unit), `${file:..}` from its filesystem.
+
+Must not: decide whether a job should run (the planner does), or touch another flow's folder or driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
+from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.status import read_report
+from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.runners.common import (
+    JobRunnerError,
+    checkpoint_for,
+    checkpoint_missing,
+    folder_of,
+    job_info,
+    job_jars,
+    now,
+    read_json,
+    spark_properties,
+    tail,
+    write_json,
+    write_private,
+)
+from reconciler.runners.rest import DriverStatus, RestClient, create_request
+from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
+from reconciler.spec.models import SparkSpec
+from reconciler.spec.secrets import SecretRef
+
+ENTRY = Path(__file__).parents[1] / "replication" / "standalone_entry.py"
+STOP_FILE = "stop.request"
+
+#: The driver's JVM log: WARN and up, appended to the flow's driver.log beside the Python job's output.
+_LOG4J2_FILE = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.append = true
+appender.file.fileName = @LOG@
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %p %c{1}: %m%n%ex
+# "Current batch is falling behind" after every batch longer than the trigger interval: expected under load.
+logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor
+logger.trigger.level = error
+"""
+
+
+@dataclass(frozen=True)
+class StandaloneJob:
+    """What the runner knows about one flow's driver: from the master and the job's folder."""
+
+    flow: str
+    folder: Path
+    submission_id: str | None
+    digest: str | None
+    running: bool
+    state: str | None
+    app_id: str | None
+    error: str | None
+    driver: DriverStatus | None
+    checkpoint: str | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "driver.log"
+
+    @property
+    def host(self) -> str:
+        """Where the driver (and its metrics endpoint) runs."""
+        host = self.driver.host if self.driver is not None else None
+        return host or "127.0.0.1"
+
+
+class StandaloneRunner:
+    """Runs each flow's job as a driver on a Spark standalone cluster; see the module docstring."""
+
+    kind = "standalone"
+
+    def __init__(
+        self,
+        base_dir: Path,
+        spark: SparkSpec,
+        *,
+        state_topic: str = DEFAULT_STATE_TOPIC,
+        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+        stop_timeout: float = 60.0,
+        start_timeout: float = 240.0,
+        python: str = sys.executable,
+        rest_timeout: float = 10.0,
+    ) -> None:
+        if spark.rest_url is None:
+            raise JobRunnerError("spark.deploy 'standalone' needs spark.rest_url (e.g. http://master:6066)")
+        self.base_dir = base_dir.resolve()
+        self.spark = spark
+        self.state_topic = state_topic
+        self.deployments = dict(deployments or {})
+        self.stop_timeout = stop_timeout
+        self.start_timeout = start_timeout
+        self.python = python
+        self.rest_timeout = rest_timeout
+        key = spark.rest_jws_secret_key
+        # Resolved here, kept in memory: the master's JWSFilter key (see rest.py), never written or logged.
+        self._signing_key = (
+            None if key is None else key.resolve(self.base_dir) if isinstance(key, SecretRef) else str(key)
+        )
+        self.rest = self._client(spark.rest_url)
+
+    def folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> JobFolder:
+        """The flow's folder: where its deployment put it, else beside the keyed checkpoint."""
+        recorded = folder_of(previous if previous is not None else self._previous(flow))
+        if recorded is not None:
+            return recorded
+        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_topic, flow)
+        if folder is None:
+            raise JobRunnerError(
+                f"spark.checkpoint_root {self.spark.checkpoint_root!r} is not a shared filesystem path; deploy "
+                "'standalone' keeps each job's files beside its checkpoint"
+            )
+        return folder
+
+    # -- the executor's protocol ----------------------------------------------------------------------------
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+        """Submit the flow's job with `spec`, stopping a running one first (it resumes from its checkpoint).
+
+        Returns the deployment once the job reports its query running; raises `JobRunnerError` (with the master's
+        message or the log's tail) if the driver ends first or does not come up within `start_timeout`.
+        """
+        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir)
+        spark = job_spec.spark
+        previous = self._previous(flow)
+        self.stop(flow)
+        root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
+        checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
+        folder = self.folder(flow, previous) if previous else root.job_folder(self.state_topic, flow)
+        if folder is None:
+            raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
+        folder.path.mkdir(parents=True, exist_ok=True)
+        job_spec.write(folder.spec)
+        write_private(folder.path / "log4j2.properties", _LOG4J2_FILE.replace("@LOG@", str(folder.log)))
+        if "://" not in checkpoint:
+            Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        for stale in (folder.status, folder.stop):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        rest = self._client(spark.rest_url) if spark.rest_url else self.rest
+        resume = checkpoint_missing(checkpoint, previous) is not False
+        request = self.request(flow, spark, folder, spec_digest, checkpoint, resume_from_syncs=resume)
+        with folder.log.open("ab") as out:
+            banner = f"\n===== kmirror: submitting flow {flow} with {spec_digest} to {rest.url} at {now()} =====\n"
+            out.write(banner.encode())
+        sid = rest.create(request)
+        record = {
+            "runner": self.kind,
+            "flow": flow,
+            "submission_id": sid,
+            "digest": spec_digest,
+            "rest_url": rest.url,
+            "master": spark.master,
+            "folder": str(folder.path),
+            "checkpoint": checkpoint,
+            "started_at": time.time(),
+        }
+        write_json(folder.runner, record)
+        self.deployments[flow] = record
+        self._wait_started(flow, folder, rest, sid)
+        return record
+
+    def stop(self, flow: str) -> None:
+        """Stop the flow's driver gracefully (finish the batch in flight); kill it after `stop_timeout`."""
+        previous = self._previous(flow)
+        sid = previous.get("submission_id")
+        if not isinstance(sid, str):
+            return
+        folder = self.folder(flow, previous)
+        rest = self._rest_of(previous)
+        driver = rest.status(sid)
+        if not driver.active:
+            return
+        if driver.state == "RUNNING":
+            write_private(folder.stop, f"{sid} {time.time()}\n")
+            stopped = self._wait_inactive(rest, sid, self.stop_timeout)
+        else:
+            stopped = False  # queued or relaunching: no Python job to ask
+        if not stopped:
+            rest.kill(sid)
+            if not self._wait_inactive(rest, sid, 30):
+                raise JobRunnerError(f"the driver {sid} of flow {flow} did not stop after a kill request to {rest.url}")
+        write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
+
+    def forget(self, flow: str) -> None:
+        """Delete the stopped job's checkpoint (a local path) and its folder's runner record: the flow is gone."""
+        previous = self._previous(flow)
+        if not previous:
+            return
+        folder = self.folder(flow, previous)
+        checkpoint = previous.get("checkpoint")
+        if isinstance(checkpoint, str) and "://" not in checkpoint:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            folder.runner.unlink()
+        self.deployments.pop(flow, None)
+
+    # -- the planner's input --------------------------------------------------------------------------------
+    def status(self) -> JobStatus:
+        """Every driver this state topic's applies deployed, as the master reports it."""
+        jobs = {}
+        try:
+            for flow in self._flows():
+                info = self.info(flow)
+                if info is not None:
+                    jobs[flow] = info
+        except JobRunnerError:
+            return JobStatus(known=False)
+        return JobStatus(jobs)
+
+    def info(self, flow: str) -> JobInfo | None:
+        previous = self._previous(flow)
+        job = self.job(flow, strict=True)
+        if job is None:
+            return None
+        host = job.driver.host if job.driver is not None else None
+        return job_info(flow, job, previous, self.kind, _detail(job), host)
+
+    def job(self, flow: str, *, strict: bool = False) -> StandaloneJob | None:
+        """The flow's `StandaloneJob`, None if never deployed.
+
+        An unreachable REST server raises `JobRunnerError` when `strict`, else gives a job that is not running
+        whose state says so.
+        """
+        previous = self._previous(flow)
+        sid = previous.get("submission_id")
+        if not isinstance(sid, str):
+            return None
+        folder = self.folder(flow, previous)
+        status = read_report(folder.status)
+        digest = status.get("digest") or previous.get("digest")
+        checkpoint = previous.get("checkpoint") if isinstance(previous.get("checkpoint"), str) else None
+        try:
+            driver = self._rest_of(previous).status(sid)
+        except JobRunnerError as exc:
+            if strict:
+                raise
+            unknown = "unknown (REST server unreachable)"
+            return StandaloneJob(flow, folder.path, sid, digest, False, unknown, None, str(exc), None, checkpoint)
+        running = driver.active
+        state: str | None = status.get("state")
+        if not running and state in (None, "starting", "running", "stopping", "restarting"):
+            state = (driver.state or "gone").lower() if driver.found else "gone"
+        error = status.get("error") or (None if running else driver.message)
+        return StandaloneJob(
+            flow, folder.path, sid, digest, running, state, status.get("app_id"), error, driver, checkpoint
+        )
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+    def request(
+        self,
+        flow: str,
+        spark: SparkSpec,
+        folder: JobFolder,
+        digest: str,
+        checkpoint: str,
+        *,
+        resume_from_syncs: bool = False,
+    ) -> dict[str, Any]:
+        """The CreateSubmissionRequest of the flow's driver (no resolved secret in it)."""
+        import pyspark
+
+        props = spark_properties(spark)
+        log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
+        props["spark.driver.extraJavaOptions"] = " ".join(
+            p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j) if p
+        )
+        jars = [p.resolve().as_uri() for p in job_jars()]
+        props["spark.jars"] = ",".join([*jars, *filter(None, props.get("spark.jars", "").split(","))])
+        props.setdefault("spark.pyspark.python", self.python)
+        props.setdefault("spark.pyspark.driver.python", self.python)
+        args = [
+            "--kmirror-log", str(folder.log),
+            "--kmirror-stop-file", str(folder.stop),
+            "--spec", str(folder.spec),
+            "--digest", digest,
+            "--checkpoint", checkpoint,
+        ]  # fmt: skip
+        if resume_from_syncs:
+            args.append("--resume-from-syncs")
+        return create_request(
+            app_name=f"kmirror-{flow}",
+            entry=ENTRY,
+            app_args=args,
+            master=spark.master,
+            spark_properties=props,
+            environment={"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python},
+            spark_version=pyspark.__version__,
+        )
+
+    def _previous(self, flow: str) -> dict[str, Any]:
+        """The flow's last deployment: as the state topic recorded it, else as its shared folder has it (a driver
+        submitted by an apply that was killed before it could record it)."""
+        recorded = self.deployments.get(flow)
+        if recorded:
+            return dict(recorded)
+        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        folder = root.job_folder(self.state_topic, flow)
+        return read_json(folder.runner) if folder is not None else {}
+
+    def _flows(self) -> list[str]:
+        flows = set(self.deployments)
+        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_topic, "x")
+        if folder is not None and folder.path.parent.is_dir():
+            flows |= {p.name for p in folder.path.parent.iterdir() if (p / "runner.json").is_file()}
+        return sorted(flows)
+
+    def _rest_of(self, record: Mapping[str, Any]) -> RestClient:
+        """The REST server the driver was submitted to (the spec's rest_url may have moved since)."""
+        url = record.get("rest_url")
+        if isinstance(url, str) and url.rstrip("/") != self.rest.url:
+            return self._client(url)
+        return self.rest
+
+    def _client(self, url: str) -> RestClient:
+        return RestClient(url, self.rest_timeout, signing_key=self._signing_key)
+
+    def _wait_inactive(self, rest: RestClient, sid: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not rest.status(sid).active:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def _wait_started(self, flow: str, folder: JobFolder, rest: RestClient, sid: str) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            status = read_report(folder.status)
+            if status.get("state") == "running":
+                return
+            driver = rest.status(sid)
+            failed = status.get("state") == "failed"
+            if failed or not driver.active:
+                if driver.active:  # supervised: the master would launch it again and again; it cannot start
+                    rest.kill(sid)
+                why = status.get("error") or driver.message or f"driver {driver.state or 'gone'}"
+                raise JobRunnerError(
+                    f"the replication job of flow {flow} (driver {sid}) ended while starting ({why}). "
+                    f"Last lines of {folder.log}:\n{tail(folder.log)}"
+                )
+            time.sleep(0.5)
+        raise JobRunnerError(
+            f"the replication job of flow {flow} did not report running within {self.start_timeout:.0f}s; "
+            f"driver {sid} is left as it is (see the master's web UI and {folder.log}). A driver that "
+            "stays SUBMITTED is waiting for a worker with enough free cores and memory."
+        )
+
+
+def _detail(job: StandaloneJob) -> str:
+    if job.running and job.driver is not None:
+        where = f" on {job.driver.worker}" if job.driver.worker else ""
+        app = f", app {job.app_id}" if job.app_id else ""
+        return f"driver {job.submission_id} {job.driver.state}{where}, job {job.state or 'starting'}{app}"
+    reason = f": {job.error}" if job.error else ""
+    return f"driver {job.submission_id} {job.state or 'gone'}{reason}; log: {job.log}"

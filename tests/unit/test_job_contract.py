@@ -1,0 +1,101 @@
+"""The job contract's pure parts: where a flow's checkpoint and folder live, where a job whose checkpoint is gone
+resumes, and how data loss is recognised. No JVM, no broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reconciler.jobcontract.layout import CheckpointRoot, checkpoint_root_problem, local_job_folder
+from reconciler.replication.job import resume_offsets
+from reconciler.replication.metrics import ReplicationMetrics
+from reconciler.runners.common import checkpoint_for, checkpoint_missing
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("text", "uri", "path"),
+    [
+        ("/mnt/k", "file:///mnt/k", Path("/mnt/k")),
+        ("file:///mnt/k", "file:///mnt/k", Path("/mnt/k")),
+        ("file:/mnt/k", "file:///mnt/k", Path("/mnt/k")),
+        ("cp", "file:///repo/cp", Path("/repo/cp")),
+        ("hdfs://nn:8020/k/", "hdfs://nn:8020/k", None),
+        ("s3a://bucket/k", "s3a://bucket/k", None),
+    ],
+)
+def test_checkpoint_roots_are_paths_or_uris(text: str, uri: str, path: Path | None) -> None:
+    root = CheckpointRoot.parse(text, Path("/repo"))
+    assert (root.uri, root.path) == (uri, path)
+
+
+def test_checkpoints_and_folders_are_keyed_by_state_topic_and_flow(tmp_path: Path) -> None:
+    shared = CheckpointRoot.parse("/mnt/k", tmp_path)
+    assert shared.checkpoint("_kmirror.state", "f") == "/mnt/k/_kmirror.state/f/checkpoint"
+    assert shared.checkpoint("_kmirror.state.b", "f") != shared.checkpoint("_kmirror.state", "f")
+    folder = shared.job_folder("_kmirror.state", "f")
+    assert folder is not None and folder.spec == Path("/mnt/k/_kmirror.state/f/spec.json")
+    assert CheckpointRoot.parse("s3a://b/k", tmp_path).checkpoint("st", "f") == "s3a://b/k/st/f/checkpoint"
+    assert CheckpointRoot.parse("s3a://b/k", tmp_path).job_folder("st", "f") is None
+    assert local_job_folder("st", "f", tmp_path).path == tmp_path / "jobs" / "st" / "f"
+
+
+def test_only_a_root_every_worker_and_checkout_shares_serves_the_standalone_runner() -> None:
+    assert checkpoint_root_problem(".kmirror/checkpoints", "local") is None
+    assert checkpoint_root_problem("hdfs://nn/k", "local") is None
+    assert checkpoint_root_problem("/mnt/k", "standalone") is None
+    assert checkpoint_root_problem("file:///mnt/k", "standalone") is None
+    assert "is relative" in (checkpoint_root_problem("cp", "standalone") or "")
+    assert "hdfs:" in (checkpoint_root_problem("hdfs://nn/k", "standalone") or "")
+
+
+def test_a_recorded_checkpoint_is_used_on_and_an_old_unkeyed_one_is_found(tmp_path: Path) -> None:
+    root = CheckpointRoot.parse(str(tmp_path), tmp_path)
+    assert checkpoint_for("f", root, "st", {"checkpoint": "/elsewhere/f"}) == "/elsewhere/f"  # e.g. after a rename
+    assert checkpoint_for("f", root, "st", None) == str(tmp_path / "st" / "f" / "checkpoint")
+    (tmp_path / "f" / "offsets").mkdir(parents=True)  # written by a kmirror that did not key checkpoints yet
+    assert checkpoint_for("f", root, "st", None) == str(tmp_path / "f")
+
+
+def test_a_checkpoint_is_missing_only_for_a_flow_that_ran_before(tmp_path: Path) -> None:
+    cp = tmp_path / "cp"
+    assert checkpoint_missing(str(cp), None) is False  # a first deployment starts from start_from
+    assert checkpoint_missing(str(cp), {"pid": 1}) is True
+    (cp / "offsets").mkdir(parents=True)
+    assert checkpoint_missing(str(cp), {"pid": 1}) is False
+    assert checkpoint_missing("s3a://b/cp", {"pid": 1}) is None  # the job checks it itself
+
+
+def test_a_lost_checkpoint_resumes_after_the_newest_offset_sync_of_each_partition() -> None:
+    offsets = resume_offsets({"orders": 3, "pay": 1}, {("orders", 0): 41, ("orders", 2): 0}, "earliest")
+    assert offsets == {"orders": {"0": 42, "1": -2, "2": 1}, "pay": {"0": -2}}
+    assert resume_offsets({"orders": 1}, {}, "latest") == {"orders": {"0": -1}}
+
+
+def test_records_deleted_before_they_were_copied_are_counted_once() -> None:
+    m = ReplicationMetrics("a", "b")
+    m.observe_positions({("t", 0): 100, ("t", 1): 50})
+    m.observe_source_ends({("t", 0): 200, ("t", 1): 60})
+    assert m.observe_source_starts({("t", 0): 100, ("t", 1): 0}) == []  # nothing gone that was not copied
+    events = m.observe_source_starts({("t", 0): 130, ("t", 1): 0})
+    assert events == ["t[0]: 30 records deleted before they were copied"]
+    assert (m.data_loss_records, m.data_loss_events) == (30, 1)
+    assert m.observe_source_starts({("t", 0): 130}) == []  # the job reads on from 130: counted once
+    m.observe_source_ends({("t", 1): 5})  # the topic was deleted and re-created: its offsets went back
+    assert m.observe_source_starts({("t", 1): 0}) == ["t[1]: offsets went back from 50 to 5 (topic re-created?)"]
+    assert m.data_loss_events == 2
+
+
+def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_path: Path) -> None:
+    from reconciler.runners import LocalRunner
+    from reconciler.runners.common import write_json
+
+    runner = LocalRunner(tmp_path, state_topic="st", root=tmp_path / "home")
+    checkpoint = tmp_path / "cp" / "st" / "f" / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    write_json(runner.folder("f").runner, {"runner": "local", "pid": 999_999_999, "checkpoint": str(checkpoint)})
+    runner.forget("f")
+    assert not checkpoint.exists() and not runner.folder("f").runner.exists()
+    assert runner.job("f") is None  # added back, the flow is deployed afresh
