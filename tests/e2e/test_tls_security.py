@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler.replication.runners import LocalRunner
+from reconciler.runners import LocalRunner
 from reconciler.spec import kafka_client_config
 from reconciler.spec.loader import load
 from tests.conftest import SCRAM_USER, KafkaCluster
@@ -177,7 +177,7 @@ def test_mtls_and_sasl_ssl_scram_replicate_and_the_sentinel_secret_is_nowhere(
             kmirror("state", "show", "-f", str(spec), line.split()[0])
     finally:
         desired = load(spec).state
-        LocalRunner(tmp_path, desired.spark).stop("secure")
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("secure")
 
     assert all(scram_secret not in o for o in outputs)
     state = Consumer(_mtls(target, tmp_path, **{"group.id": "raw", "enable.auto.commit": False}))
@@ -187,8 +187,12 @@ def test_mtls_and_sasl_ssl_scram_replicate_and_the_sentinel_secret_is_nowhere(
         raw += b"".join((m.key() or b"") + (m.value() or b"") for m in state.consume(1000, timeout=2))
     state.close()
     assert b"resource/" in raw and scram_secret.encode() not in raw
-    # Every file but the test's own inputs that hold the secret (secrets/: the ${file:} target and the MM2 config).
-    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "secrets"]
+    # Every file but the test's own inputs that hold the secret (secrets/: the ${file:} target and the MM2 config),
+    # and the job's folder wherever the runner keeps it.
+    job_folder = LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).folder("secure").path
+    written = [
+        p for folder in (tmp_path, job_folder) for p in folder.rglob("*") if p.is_file() and p.parent.name != "secrets"
+    ]
     assert any(p.name == "driver.log" for p in written) and any(p.name == "plan.json" for p in written)
     plaintext = [c.bootstrap_servers.encode() for c in (source, target)]
     for p in written:
@@ -236,7 +240,8 @@ flows:
         again = kmirror("plan", "-f", str(spec), "--detailed-exitcode")
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
-        LocalRunner(tmp_path, load(spec).state.spark).stop("oauth")
+        desired = load(spec).state
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("oauth")
 
 
 def test_without_the_client_certificate_the_mtls_listener_gives_nothing(
