@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.devenv import kafka_local
 from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
-from reconciler.devenv.kafka_local import BrokerOptions
+from reconciler.devenv.kafka_local import BrokerOptions, TlsMaterial
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,6 +46,9 @@ class KafkaCluster:
     version: str | None
     home: Path | None = None
     sasl_bootstrap_servers: str | None = None
+    tls_bootstrap_servers: str | None = None  # SSL, client certificate required (tls_pair)
+    sasl_ssl_bootstrap_servers: str | None = None  # SASL_SSL: SCRAM and OAUTHBEARER (tls_pair)
+    tls: TlsMaterial | None = None
 
     def config(self, **extra: Any) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap_servers, **extra}
@@ -53,7 +56,10 @@ class KafkaCluster:
 
 def _start(name: str, version: str, root: Path, options: BrokerOptions | None = None) -> KafkaCluster:
     c = kafka_local.start(name, version, root / name, options)
-    return KafkaCluster(name, c.bootstrap_servers, c.version, Path(c.home), c.sasl_bootstrap_servers)
+    return KafkaCluster(
+        name, c.bootstrap_servers, c.version, Path(c.home), c.sasl_bootstrap_servers,
+        c.tls_bootstrap_servers, c.sasl_ssl_bootstrap_servers, options.tls if options else None,
+    )  # fmt: skip
 
 
 @contextmanager
@@ -109,6 +115,20 @@ def scram_pair(
     """A source/target pair whose clients must authenticate with SASL/SCRAM (on `sasl_bootstrap_servers`)."""
     root = tmp_path_factory.mktemp("kafka-scram")
     options = BrokerOptions(scram_users=((SCRAM_USER, scram_secret),))
+    with _local_pair(root, options) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="session")
+def tls_pair(
+    tmp_path_factory: pytest.TempPathFactory, scram_secret: str
+) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """A source/target pair sharing one private CA (`KafkaCluster.tls`): an SSL listener that requires a client
+    certificate (`tls_bootstrap_servers`) and a SASL_SSL listener with SCRAM users and unsecured-JWT OAUTHBEARER
+    (`sasl_ssl_bootstrap_servers`)."""
+    root = tmp_path_factory.mktemp("kafka-tls")
+    material = kafka_local.ensure_tls_material(root / "tls")
+    options = BrokerOptions(scram_users=((SCRAM_USER, scram_secret),), tls=material, oauth=True)
     with _local_pair(root, options) as pair:
         yield pair
 

@@ -108,6 +108,16 @@ class KmirrorGroup(click.Group):
         except Exception as exc:
             if _debug(ctx):
                 raise
+            if _is_client_config_error(exc):
+                click.secho(
+                    scrub(f"Error: a Kafka client refused its configuration: {exc}\n")
+                    + "Check the clusters' client settings in the desired-state file (docs/security.md lists the keys "
+                    "kmirror translates for each client).",
+                    err=True,
+                    fg="red",
+                    color=_color(ctx),
+                )
+                sys.exit(1)
             click.secho(
                 scrub(f"Error: unexpected {type(exc).__name__}: {exc}\n")
                 + "This is a bug in kmirror. Run the command again with `kmirror --debug ...` for the traceback and "
@@ -117,6 +127,11 @@ class KmirrorGroup(click.Group):
                 color=_color(ctx),
             )
             sys.exit(1)
+
+
+def _is_client_config_error(exc: Exception) -> bool:
+    """librdkafka refusing a property when a client is built: the user's input, not a bug in kmirror."""
+    return type(exc).__name__ == "KafkaException" and "_INVALID_ARG" in str(exc)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -90,8 +90,8 @@ from reconciler.spec.client_config import java_client_properties, kafka_client_c
 from reconciler.spec.defaults import JOB_MODES
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
+from reconciler.spec.redaction import ScrubbingStream, scrub, scrubbing_log_filter
 from reconciler.spec.redaction import learn as learn_secrets
-from reconciler.spec.redaction import scrub, scrubbing_log_filter
 from reconciler.spec.secrets import SecretRef
 
 log = logging.getLogger("kmirror.job")
@@ -680,6 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the flow ran before: if the checkpoint has no offsets, read on from the offset-syncs",
     )
     args = parser.parse_args(argv)
+    sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)  # tracebacks, py4j errors
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spec = JobSpec.read(args.spec)
     learn_secrets(spec.effective, base_dir=spec.base_dir)  # the log writer and status.json scrub every one

@@ -215,11 +215,7 @@ def kafka_client_config(
     config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers}
     jaas = _jaas(resolved.get("sasl.jaas.config"))
     mechanism = _mechanism(resolved)
-    if (
-        jaas is not None
-        and jaas.module.endswith(("PlainLoginModule", "ScramLoginModule", ""))
-        and ("sasl.username" not in resolved)
-    ):
+    if jaas is not None and "sasl.username" not in resolved:  # a Plain/Scram line's username and password
         for key in ("username", "password"):
             if key in jaas.options:
                 config[f"sasl.{key}"] = jaas.options[key]

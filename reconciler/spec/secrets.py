@@ -9,8 +9,8 @@ moment of use; `$${` writes a literal `${`. A reference may sit inside a longer 
 A `${file:PATH}` reference reads the whole file, minus one trailing newline; a relative PATH is relative to the
 directory of the desired-state file (the loader records it), else to the working directory. The file (symlinks
 followed) must lie below that directory or below one of the folders listed in `KMIRROR_FILE_ROOTS`
-(`os.pathsep`-separated, set by the operator): a desired state from a pull request cannot read `~/.ssh/id_rsa`
-into a client property and have it sent to a broker of its choosing.
+(`os.pathsep`-separated, set by the operator; `/run/secrets` when unset): a desired state from a pull request
+cannot read `~/.ssh/id_rsa` into a client property and have it sent to a broker of its choosing.
 
 Every value `resolve()` produces is handed to `redaction.remember`, so that the CLI's output and the job's logs
 are scrubbed of it. Must not: resolve anything while loading, keep a resolved value anywhere but the scrubber,
@@ -34,6 +34,8 @@ from reconciler.spec.issues import SecretResolutionError
 from reconciler.spec.redaction import remember
 
 FILE_ROOTS_ENV = "KMIRROR_FILE_ROOTS"
+DEFAULT_FILE_ROOTS = "/run/secrets"
+"""Where Docker and Kubernetes mount secrets; allowed unless `KMIRROR_FILE_ROOTS` says otherwise."""
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -75,6 +77,7 @@ _NOT_SECRET_OAUTHBEARER = frozenset(
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
         "sasl.oauthbearer.header.urlencode",
+        "sasl.oauthbearer.config",  # librdkafka's unsecured-JWT settings: principal=..., scope=..., lifetime
     }
 )
 
@@ -230,10 +233,11 @@ class SecretRef:
 
 def allowed_file_roots(base_dir: Path | None, environ: Mapping[str, str] | None = None) -> list[Path]:
     """Where `${file:..}` may read: the desired-state file's folder (else the working directory), and every
-    folder in `KMIRROR_FILE_ROOTS`."""
+    folder in `KMIRROR_FILE_ROOTS` (`/run/secrets` when it is not set)."""
     env = os.environ if environ is None else environ
     roots = [(base_dir or Path.cwd()).resolve()]
-    roots.extend(Path(p).expanduser().resolve() for p in env.get(FILE_ROOTS_ENV, "").split(os.pathsep) if p.strip())
+    listed = env.get(FILE_ROOTS_ENV, DEFAULT_FILE_ROOTS).split(os.pathsep)
+    roots.extend(Path(p).expanduser().resolve() for p in listed if p.strip())
     return roots
 
 

@@ -69,9 +69,16 @@ def test_reusable_workflows_are_called_not_triggered(kind: str) -> None:
     assert inputs["config"]["default"] == "kmirror.yaml"
     job = only_job(doc)
     assert job["env"]["CONFIG"] == "${{ inputs.config }}"
-    setup = job["steps"][2]
-    assert setup["uses"] == "./.kmirror-action/.github/actions/kmirror"
-    assert setup["with"]["secrets-json"] == "${{ toJSON(secrets) }}"
+    setup = _setup(job)
+    if kind == "plan":  # a fork's pull request gets no secret (see test_a_fork_gets_no_secret_and_no_plan)
+        assert setup["with"]["secrets-json"] == "${{ env.FORK != 'true' && toJSON(secrets) || '{}' }}"
+    else:
+        assert setup["with"]["secrets-json"] == "${{ toJSON(secrets) }}"
+
+
+def _setup(job: dict[str, Any]) -> dict[str, Any]:
+    (found,) = [s for s in job["steps"] if s.get("uses") == "./.kmirror-action/.github/actions/kmirror"]
+    return found
 
 
 def test_plan_validates_then_plans_markdown_and_saves_the_json_plan() -> None:
@@ -80,7 +87,7 @@ def test_plan_validates_then_plans_markdown_and_saves_the_json_plan() -> None:
     assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
     assert 'kmirror validate -f "$CONFIG"' in step(job, "validate")["run"]
     plan = step(job, "plan")
-    assert plan["if"] == "steps.validate.outcome == 'success'"
+    assert plan["if"] == "steps.validate.outcome == 'success' && env.FORK != 'true'"
     for flag in ("--format markdown", "--detailed-exitcode", '--out "$RUNNER_TEMP/kmirror-plan.json"'):
         assert flag in plan["run"]
     upload = step(job, "Upload the JSON plan")
@@ -97,7 +104,7 @@ def test_plan_comment_is_found_by_the_renderers_marker() -> None:
     assert "updateComment" in script and "createComment" in script
     assert "always()" in step(job, "Post or update the pull-request comment")["if"]
     # the error comments carry the marker too, so a failing push edits the same comment
-    assert step(job, "Write the comment")["run"].count(f'echo "{MARKER}"') == 2
+    assert step(job, "Write the comment")["run"].count(f'echo "{MARKER}"') == 4  # invalid, fork, failed, warning
 
 
 def test_apply_never_overlaps_and_writes_the_job_summary() -> None:
@@ -178,7 +185,7 @@ def test_action_installs_kmirror_with_python_java_and_a_cache() -> None:
     cache = next(s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache@"))
     assert "~/.cache/kmirror" in cache["with"]["path"]
     for kind in KINDS:
-        given = only_job(reusable(kind))["steps"][2]["with"]
+        given = _setup(only_job(reusable(kind)))["with"]
         assert set(given) <= set(action["inputs"])
 
 
@@ -194,6 +201,53 @@ def test_action_scripts_pass_shellcheck(tmp_path: Path) -> None:
             script.write_text("#!/usr/bin/env bash\n" + s["run"])
             result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
             assert result.returncode == 0, result.stdout
+
+
+# -- the pull-request path is safe -------------------------------------------------------------------------------
+
+
+def test_a_fork_gets_no_secret_and_no_plan() -> None:
+    job = only_job(reusable("plan"))
+    fork = job["env"]["FORK"]
+    assert "github.event.pull_request.head.repo.full_name != github.repository" in fork
+    assert "env.FORK != 'true'" in _setup(job)["with"]["env-secrets"]
+    assert "env.FORK != 'true'" in step(job, "plan")["if"]
+    assert "env.FORK != 'true'" in step(job, "Post or update the pull-request comment")["if"]
+    steps = [s.get("name") or s.get("uses") for s in job["steps"]]
+    assert steps.index("Refuse pull_request_target") < steps.index("./.kmirror-action/.github/actions/kmirror")
+    refuse = step(job, "Refuse pull_request_target")
+    assert refuse["if"] == "github.event_name == 'pull_request_target'" and "exit 1" in refuse["run"]
+    for example in EXAMPLE_WORKFLOWS.glob("*.yml"):
+        triggers = load(example).get("on") or load(example).get(True) or {}  # YAML 1.1 reads `on:` as True
+        assert "pull_request_target" not in triggers
+
+
+def test_the_comment_flags_connection_changes_and_is_scrubbed_of_every_exported_secret(tmp_path: Path) -> None:
+    from tests.workflows import Runner
+
+    runner = Runner(tmp_path)
+    (runner.temp / "validate.txt").write_text("ok\n")
+    (runner.temp / "plan.err").write_text("Error: broker said: bad password hunter2-secret-value\n")
+    (runner.temp / "connections.md").write_text(
+        "> [!WARNING]\n> **This pull request changes where kmirror connects or how it authenticates:** x.\n\n"
+    )
+    result = runner.run(
+        only_job(reusable("plan")),
+        "Write the comment",
+        CONFIG="kmirror.yaml",
+        FORK="false",
+        VALIDATE="success",
+        PLAN="failure",
+        RUN_URL="https://example/run",
+        HEAD_SHA="0123456789abcdef",
+        SECRET_NAMES="CLOUD_PASSWORD",
+        CLOUD_PASSWORD="hunter2-secret-value",
+    )
+    assert result.returncode == 0, result.stderr
+    comment = (runner.temp / "comment.md").read_text()
+    assert comment.startswith(f"{MARKER}\n> [!WARNING]") and comment.count(MARKER) == 1
+    assert "bad password ***" in comment and "hunter2" not in comment
+    assert "kmirror plan failed" in comment
 
 
 # -- the github-script logic, run in Node against a fake GitHub ------------------------------------------------

@@ -100,6 +100,14 @@ def test_file_references_read_only_below_allowed_roots(tmp_path: Path) -> None:
             SecretRef(ref).resolve(config_dir, environ={})
     roots = {"KMIRROR_FILE_ROOTS": f"/nonexistent{os.pathsep}{other}"}
     assert SecretRef(f"${{file:{other / 'key'}}}").resolve(config_dir, environ=roots) == "outside-secret"
+    assert SecretRef("${file:link}").resolve(config_dir, environ=roots) == "outside-secret"
+
+
+def test_run_secrets_is_allowed_unless_the_operator_lists_other_roots(tmp_path: Path) -> None:
+    from reconciler.spec.secrets import allowed_file_roots
+
+    assert Path("/run/secrets").resolve() in allowed_file_roots(tmp_path, {})
+    assert Path("/run/secrets").resolve() not in allowed_file_roots(tmp_path, {"KMIRROR_FILE_ROOTS": "/etc/kafka"})
 
 
 @pytest.mark.parametrize(
@@ -109,7 +117,7 @@ def test_file_references_read_only_below_allowed_roots(tmp_path: Path) -> None:
         "ssl.key.password",
         "sasl.jaas.config",
         "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.extensions",
         "spark.hadoop.fs.s3a.secret.key",
         "spark.hadoop.fs.s3a.access.key",
         "spark.hadoop.fs.s3a.session.token",
@@ -132,6 +140,7 @@ def test_credential_keys_are_sensitive(key: str) -> None:
         "sasl.oauthbearer.token.endpoint.url",
         "sasl.oauthbearer.method",
         "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.config",
         "sasl.mechanism",
         "security.protocol",
         "spark.hadoop.fs.s3a.aws.credentials.provider",
