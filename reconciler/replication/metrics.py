@@ -25,6 +25,8 @@ kmirror adds:
         `topic` is the *source* topic here. Source end offsets are refreshed at most every few seconds.
     kmirror_batches_total{source,target}                   micro-batches that wrote records
     kmirror_last_batch_timestamp_seconds{source,target}    wall-clock time the last such batch finished
+    kmirror_last_record_timestamp_seconds{source,target,topic,partition}  the newest record timestamp copied
+        (`topic` the remote topic): on the replicated heartbeats topic, time() minus it is the heartbeat age
 
 Counters start at 0 with each start of the job (as MM2's do with each task).
 """
@@ -84,6 +86,7 @@ class _Partition:
     bytes: int = 0
     window: deque[_Sample] = field(default_factory=deque)
     last: _Sample | None = None
+    newest_ms: int | None = None  # the newest record timestamp copied
 
 
 class ReplicationMetrics(Collector):
@@ -127,6 +130,7 @@ class ReplicationMetrics(Collector):
                 )
                 part.window.append(sample)
                 part.last = sample
+                part.newest_ms = r.ts_max if part.newest_ms is None else max(part.newest_ms, r.ts_max)
                 self._positions[key] = max(self._positions.get(key, 0), r.last_offset + 1)
             self.batches += 1
             self.last_batch_at = time.time()
@@ -237,6 +241,12 @@ class ReplicationMetrics(Collector):
         last_batch = GaugeMetricFamily(
             "kmirror_last_batch_timestamp_seconds", "Wall-clock time the last batch with records finished.", labels=top
         )
+        newest = GaugeMetricFamily(
+            "kmirror_last_record_timestamp_seconds",
+            "Timestamp (Unix seconds) of the newest record copied, per remote topic and partition; on the "
+            "heartbeats topic, time() minus it is the heartbeat age.",
+            labels=labels,
+        )
         now = time.monotonic()
         with self._lock:
             for (_topic, partition), part in sorted(self._partitions.items()):
@@ -245,6 +255,8 @@ class ReplicationMetrics(Collector):
                 values = [self.source, self.target, part.remote_topic, str(partition)]
                 families["record_count"].add_metric(values, part.count)
                 families["byte_count"].add_metric(values, part.bytes)
+                if part.newest_ms is not None:
+                    newest.add_metric(values, part.newest_ms / 1000.0)
                 samples = list(part.window) or ([part.last] if part.last else [])
                 in_window = list(part.window)
                 families["record_rate"].add_metric(values, sum(s.count for s in in_window) / self.window)
@@ -271,6 +283,7 @@ class ReplicationMetrics(Collector):
         yield lag
         yield batches
         yield last_batch
+        yield newest
         yield restarts
         yield lost
         yield loss_events

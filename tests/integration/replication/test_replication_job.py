@@ -330,6 +330,22 @@ def test_metrics_endpoint_has_mm2_names_counts_lag_and_latency(flow: Flow) -> No
     assert time.time() - m["kmirror_last_batch_timestamp_seconds"][top] < 600
 
 
+def test_dashboard_and_alert_rules_name_only_what_the_running_job_exports(flow: Flow) -> None:
+    """monitoring/: every kmirror_* metric and label the Grafana dashboard and the alert rules use is scraped here."""
+    from tests.unit.test_monitoring_assets import check, dashboard_expressions, rule_expressions
+
+    def scraped() -> dict[str, set[str]] | None:
+        series = {name: {k for key in samples for k, _ in key} for name, samples in _scrape(flow).items()}
+        heartbeats = [
+            k for k in _scrape(flow).get("kmirror_last_record_timestamp_seconds", {}) if "heartbeats" in str(k)
+        ]
+        return series if heartbeats and "kmirror_partition_lag" in series else None
+
+    series = wait_for("the heartbeats topic and lag on the metrics endpoint", scraped, timeout=60)
+    assert check(dashboard_expressions(), series) == []
+    assert check(rule_expressions(), series) == []
+
+
 @pytest.mark.slow
 def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> None:
     old, new = flow.topic("redeployed"), f"wide{flow.prefix}.extra"
