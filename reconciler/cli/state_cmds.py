@@ -62,7 +62,15 @@ class _ImportGroup(click.Group):
         formatter.write_usage(ctx.command_path, "[-f FILE] ADDRESS | mm2 FILE...")
 
 
-@click.command("import", context_settings={"ignore_unknown_options": True})
+class _ImportAddress(click.Command):
+    """Shown as `kmirror import [OPTIONS] ADDRESS`: it runs without a subcommand name of its own."""
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        path = ctx.parent.command_path if ctx.parent is not None else "kmirror import"
+        formatter.write_usage(path, " ".join(self.collect_usage_pieces(ctx)))
+
+
+@click.command("import", cls=_ImportAddress)
 @file_option
 @click.argument("address")
 @_lock_timeout_option
