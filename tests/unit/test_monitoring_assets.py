@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from reconciler.offsets.readiness import FailoverReadiness
 from reconciler.replication.metrics import PartitionBatch, ReplicationMetrics
 
 pytestmark = pytest.mark.unit
@@ -51,8 +52,9 @@ def rule_expressions() -> list[str]:
     return [str(rule["expr"]) for group in doc["groups"] for rule in group["rules"]]
 
 
-def exported(series: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
-    """Series name -> label names, as a scrape of a job that copied one batch (heartbeats included) shows them."""
+def exported() -> dict[str, set[str]]:
+    """Series name -> label names, as a scrape of a job that copied one batch (heartbeats included) and ran a
+    checkpoint cycle shows them."""
     metrics = ReplicationMetrics("onprem", "cloud")
     now = int(time.time() * 1000)
     metrics.observe_batch(
@@ -64,6 +66,7 @@ def exported(series: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
         written_ms=now + 20,
     )
     metrics.observe_source_ends({("orders", 0): 20})
+    metrics.observe_failover("onprem-to-cloud", [FailoverReadiness("app", "orders", 0, 60, "onprem.orders", 551, 9)])
     out: dict[str, set[str]] = {}
     for family in metrics.collect():
         for sample in family.samples:
@@ -109,6 +112,9 @@ def test_every_metric_and_label_of_the_dashboard_and_the_rules_is_exported() -> 
         "kmirror_job_restarts_total",
         "kmirror_data_loss_records_total",
         "kmirror_data_loss_events_total",
+        "kmirror_group_failover_rereads",  # failover readiness
+        "kmirror_group_failover_translatable",
+        "kmirror_group_checkpoint_age_seconds",
     ):
         assert needed in named, needed
 
