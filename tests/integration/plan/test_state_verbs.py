@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AclOperation, AclPermissionType
 
 from reconciler.spec import load
 from reconciler.state.lock import StateLock
@@ -133,3 +134,34 @@ def test_import_and_state_rm_wait_for_the_lock(tmp_path: Path, source: KafkaClus
         rm = world.kmirror("state", "rm", "-f", str(spec), f"topic/{world.dst}/{world.remote(topic)}")
         assert rm.returncode == 1 and lock.id in rm.stderr
     world.kmirror("import", "-f", str(spec), f"topic/{world.dst}/{world.remote(topic)}", check=True)
+
+
+def test_import_adopts_a_synced_acl_and_refuses_one_the_flow_would_not_create(
+    tmp_path: Path, authz_pair: tuple[KafkaCluster, KafkaCluster]
+) -> None:
+    from tests.integration.plan.test_acl_sync import _binding, _create, _delete, _topic_acls
+
+    source, target = authz_pair
+    world = new_world(tmp_path, source, target)
+    topic = f"{world.prefix}orders"
+    remote = world.remote(topic)
+    create_topics(source, (topic, 1, {}))
+    _create(source, _binding(topic, "User:alice", AclOperation.READ, AclPermissionType.ALLOW))
+    spec = world.spec()
+    world.kmirror("apply", "-f", str(spec), "--auto-approve", check=True)
+    address = f"acl/{world.dst}/User:alice/READ/{remote}"
+
+    world.kmirror("state", "rm", "-f", str(spec), address, check=True)
+    assert ("User:alice", "*", "READ", "ALLOW") in _topic_acls(target, remote)  # the ACL stays
+    world.kmirror("import", "-f", str(spec), address, check=True)
+    recorded = json.loads(world.kmirror("state", "show", "-f", str(spec), address, check=True).stdout)
+    assert recorded["attributes"]["managed"] == [{"host": "*", "permission": "ALLOW"}]
+
+    # kmirror owns it again: with prune.acls, the ACL removed on the source is deleted on the target
+    _delete(source, _binding(topic, "User:alice", AclOperation.READ, AclPermissionType.ALLOW))
+    pruning = world.spec(prune="prune: {acls: true}", name="prune.yaml")
+    assert [(c["address"], c["action"]) for c in world.plan_json(pruning)["changes"]] == [(address, "delete")]
+
+    _create(target, _binding(remote, "User:bob", AclOperation.WRITE, AclPermissionType.ALLOW))
+    refused = world.kmirror("import", "-f", str(spec), f"acl/{world.dst}/User:bob/WRITE/{remote}")
+    assert refused.returncode == 1 and "the flows would create no WRITE ACL for User:bob" in refused.stderr
