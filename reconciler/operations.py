@@ -242,14 +242,19 @@ def state_rm(
     imported again or adopted, an ACL is left alone).
     """
     store = state_store(desired, timeout)
-    lock = StateLock(store, "state rm")
-    with lock.held(wait=lock_wait) as snapshot:
+
+    def check(snapshot: StateSnapshot) -> None:
         unknown = [a for a in addresses if a not in snapshot.resources]
         if unknown:
             raise KmirrorError(
                 f"no resource {', '.join(repr(a) for a in unknown)} in the state; nothing was forgotten. "
                 "`kmirror state list` shows what there is"
             )
+
+    check(store.read())  # a typo is refused before the lock is claimed (or the state topic created)
+    lock = StateLock(store, "state rm")
+    with lock.held(wait=lock_wait) as snapshot:
+        check(snapshot)
         session = _edit_session(store, snapshot, desired, lock, "state rm", addresses)
         session.record_many(
             [
@@ -274,9 +279,14 @@ def import_resource(desired: DesiredState, address: str, *, lock_wait: float = 0
     Refused (`reconciler.adoption.ImportRefusedError`), with nothing recorded, unless it already is exactly what
     the flow would create; the cluster is only read.
     """
-    from reconciler.adoption import adopt, split_address
+    from reconciler.adoption import ImportRefusedError, adopt, split_address
 
-    split_address(address)  # a malformed address is refused before any cluster or lock is touched
+    _, parts = split_address(address)  # a malformed address is refused before any cluster or lock is touched
+    if parts[0] not in desired.clusters:
+        raise ImportRefusedError(
+            f"cannot import {address}: no cluster '{parts[0]}' in the desired state "
+            f"(clusters: {', '.join(sorted(desired.clusters))})"
+        )
     store = state_store(desired, timeout)
     lock = StateLock(store, "import")
     with lock.held(wait=lock_wait) as snapshot:

@@ -91,6 +91,8 @@ def test_state_rm_forgets_without_touching_and_import_adopts_it_back(
         {"address": address, "action": "import", "outcome": "applied", "message": "adopted as kmirror's"}
     ]
 
+    elsewhere = world.kmirror("import", "-f", str(spec), f"topic/nowhere/{remote}")
+    assert elsewhere.returncode == 1 and "no cluster 'nowhere'" in elsewhere.stderr
     unknown = world.kmirror("state", "rm", "-f", str(spec), f"topic/{world.dst}/nope")
     assert unknown.returncode == 1 and "no resource" in unknown.stderr
     assert len(_history(world, spec)) == len(entries)  # a refused edit records nothing
