@@ -4,7 +4,8 @@
 //
 // Why not promtool itself: `go install github.com/prometheus/prometheus/cmd/promtool` links every service
 // discovery (Kubernetes, AWS, Azure, GCP, ...) and did not finish within 10 minutes on kmirror's 2-core CI
-// machine; this links only the rule parser and PromQL.
+// machine (still downloading its dependencies when stopped); this links only the rule parser and PromQL: a cold
+// build (empty module and build caches) took 1 min 43 s there, 24 modules.
 //
 // Usage: promrules FILE...  (exit 0: valid; 1: a file failed, with promtool's messages on stderr)
 package main
