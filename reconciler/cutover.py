@@ -46,6 +46,7 @@ from reconciler.live.model import ClusterState, LiveState
 from reconciler.mm2.wire import TopicPartition as Tp
 from reconciler.offsets.checkpoints import translate_group
 from reconciler.offsets.history import SyncHistory
+from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
 from reconciler.plan.builder import PlanError
 from reconciler.plan.definition import ResourceChange
 from reconciler.plan.group_offsets import flow_source_groups, plan_group_offsets
@@ -69,6 +70,8 @@ class Readiness:
     checkpoint_age_ms: Mapping[str, int | None]
     active_source_groups: tuple[str, ...] = ()
     syncs_found: bool = True
+    #: Per group partition: where it would resume on the target now, and the records it would re-read there.
+    failover: tuple[FailoverReadiness, ...] = ()
 
     @property
     def total_lag(self) -> int:
@@ -219,6 +222,7 @@ def _readiness(
     live = LiveState(clusters={flow.source: ClusterState(flow.source, {}, None, source)})
     groups = flow_source_groups(flow, live)
     untranslated: dict[str, tuple[tuple[str, int], ...]] = {}
+    failover: list[FailoverReadiness] = []
     heartbeats = flow.policy().heartbeats_topic()
     for g, info in groups.items():
         if store is None:
@@ -233,6 +237,13 @@ def _readiness(
         missing = tuple((r.source_topic, r.partition) for r in rows if r.target_offset is None)
         if missing:
             untranslated[g] = missing
+        failover += failover_readiness(
+            g,
+            info.offsets,
+            store,
+            remote_topic=flow.remote_topic,
+            replicated=lambda t: t != heartbeats and flow.topic_matches(t),
+        )
     ages: dict[str, int | None] = dict.fromkeys(groups)
     if flow.offsets.emit_checkpoints:
         _, stored, _ = read_checkpoints(
@@ -245,7 +256,7 @@ def _readiness(
                 current = ages[g]
                 ages[g] = age if current is None else min(current, age)
     active = tuple(g for g, info in groups.items() if info.state not in ("EMPTY", "DEAD"))
-    return Readiness(flow.name, lag, tuple(groups), untranslated, ages, active, store is not None)
+    return Readiness(flow.name, lag, tuple(groups), untranslated, ages, active, store is not None, tuple(failover))
 
 
 def _state_store(desired: DesiredState, timeout: float) -> StateStore:

@@ -196,3 +196,99 @@ def history_rows(snapshot: StateSnapshot) -> list[dict[str, Any]]:
             counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
         rows.append({**h, "counts": counts})
     return rows
+
+
+@dataclass(frozen=True)
+class StateEdit:
+    """What `state rm` or `import` recorded: the addresses, the state serial of its history entry, notes."""
+
+    addresses: tuple[str, ...]
+    serial: int
+    notes: tuple[str, ...] = ()
+
+
+def _edit_session(
+    store: StateStore,
+    snapshot: StateSnapshot,
+    desired: DesiredState,
+    lock: StateLock,
+    operation: str,
+    addresses: Sequence[str],
+) -> ApplySession:
+    """An entry in `kmirror state history` for a state edit, like cutover's: who, when, which addresses."""
+    return ApplySession(
+        store,
+        snapshot,
+        f"{operation.replace(' ', '-')}-{uuid.uuid4()}",
+        desired.spec_digest(),
+        lock.id,
+        operation=operation,
+        details={"addresses": list(addresses)},
+    )
+
+
+def state_rm(
+    desired: DesiredState, addresses: Sequence[str], *, lock_wait: float = 0.0, timeout: float = 30.0
+) -> StateEdit:
+    """Forget `addresses` in the state topic (Terraform's `state rm`), under the lock; no cluster is touched.
+
+    Every address must be in the state, or nothing is forgotten. The resource stays on its cluster; the next
+    plan treats it as any topic or ACL kmirror did not create (a remote topic becomes a plan error until it is
+    imported again or adopted, an ACL is left alone).
+    """
+    store = state_store(desired, timeout)
+
+    def check(snapshot: StateSnapshot) -> None:
+        unknown = [a for a in addresses if a not in snapshot.resources]
+        if unknown:
+            raise KmirrorError(
+                f"no resource {', '.join(repr(a) for a in unknown)} in the state; nothing was forgotten. "
+                "`kmirror state list` shows what there is"
+            )
+
+    check(store.read())  # a typo is refused before the lock is claimed (or the state topic created)
+    lock = StateLock(store, "state rm")
+    with lock.held(wait=lock_wait) as snapshot:
+        check(snapshot)
+        session = _edit_session(store, snapshot, desired, lock, "state rm", addresses)
+        session.record_many(
+            [
+                (
+                    a,
+                    str(snapshot.resources[a].get("kind", "")),
+                    None,
+                    "forget",
+                    "applied",
+                    "forgotten; cluster untouched",
+                )
+                for a in addresses
+            ]
+        )
+        session.finish("completed")
+        return StateEdit(tuple(addresses), session.serial)
+
+
+def import_resource(desired: DesiredState, address: str, *, lock_wait: float = 0.0, timeout: float = 30.0) -> StateEdit:
+    """Adopt an existing remote topic or ACL as kmirror's (Terraform's `import`), under the lock.
+
+    Refused (`reconciler.adoption.ImportRefusedError`), with nothing recorded, unless it already is exactly what
+    the flow would create; the cluster is only read.
+    """
+    from reconciler.adoption import ImportRefusedError, adopt, split_address
+
+    _, parts = split_address(address)  # a malformed address is refused before any cluster or lock is touched
+    if parts[0] not in desired.clusters:
+        raise ImportRefusedError(
+            f"cannot import {address}: no cluster '{parts[0]}' in the desired state "
+            f"(clusters: {', '.join(sorted(desired.clusters))})"
+        )
+    store = state_store(desired, timeout)
+    lock = StateLock(store, "import")
+    with lock.held(wait=lock_wait) as snapshot:
+        recorded = snapshot.recorded()
+        live = read_live_state(desired, recorded, admins=admins_for(desired, timeout), timeout=timeout)
+        adoption = adopt(desired, live, recorded, address)
+        session = _edit_session(store, snapshot, desired, lock, "import", [address])
+        session.record(address, adoption.kind, adoption.attributes, "import", "applied", "adopted as kmirror's")
+        session.finish("completed")
+        return StateEdit((address,), session.serial, adoption.notes)

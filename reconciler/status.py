@@ -20,6 +20,7 @@ from reconciler.cutover import readiness
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.status import read_report
 from reconciler.mm2.wire import Heartbeat
+from reconciler.offsets.readiness import FailoverReadiness
 from reconciler.operations import recorded_deployments, state_store
 from reconciler.spec.models import DesiredState, FlowSpec
 
@@ -47,6 +48,9 @@ class FlowStatus:
     lag: dict[str, dict[str, int]] = field(default_factory=dict)
     verdict: str = ""
     ready: bool = False
+    #: Per consumer group: the records it would re-read on the target if it moved now (None: not translatable,
+    #: it cannot move yet), and per partition its committed offset, translated offset and re-reads.
+    failover: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -65,6 +69,7 @@ def flow_status(
         for (topic, partition), n in sorted(ready.lag.items()):
             per_topic.setdefault(topic, {})[str(partition)] = n
         st.lag, st.lag_total, st.verdict, st.ready = per_topic, ready.total_lag, ready.verdict(), ready.ready
+        st.failover = failover_by_group(ready.failover)
     except KmirrorError as exc:
         st.problems.append(f"lag: {exc}")
     if flow.heartbeats.enabled:
@@ -73,6 +78,27 @@ def flow_status(
         except KmirrorError as exc:
             st.problems.append(f"heartbeats: {exc}")
     return st
+
+
+def failover_by_group(rows: tuple[FailoverReadiness, ...]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        g = out.setdefault(r.group, {"rereads": 0, "translatable": True, "partitions": []})
+        g["partitions"].append(
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "source_offset": r.source_offset,
+                "target_topic": r.target_topic,
+                "target_offset": r.target_offset,
+                "rereads": r.rereads,
+            }
+        )
+        if r.rereads is None:
+            g["translatable"], g["rereads"] = False, None
+        elif g["translatable"]:
+            g["rereads"] += r.rereads
+    return out
 
 
 def status_of(desired: DesiredState, flows: list[str] | None = None, timeout: float = 15.0) -> list[FlowStatus]:

@@ -28,6 +28,7 @@ from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import CheckpointWriter, OffsetSyncReader, read_checkpoints
 from reconciler.errors import KmirrorError
 from reconciler.offsets.checkpoints import checkpoints_from, offsets_to_sync, translate_group
+from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
 from reconciler.plan.topics import COMPACT
 from reconciler.spec.models import FlowSpec
 
@@ -46,6 +47,8 @@ class CycleReport:
     synced_partitions: int
     failures: tuple[str, ...] = ()
     seconds: Mapping[str, float] = field(default_factory=dict)
+    #: Per group partition: where the group would resume on the target now, and the records it would re-read.
+    readiness: tuple[FailoverReadiness, ...] = ()
 
     @property
     def total_seconds(self) -> float:
@@ -132,6 +135,7 @@ class Checkpointer:
             return topic != heartbeats and flow.topic_matches(topic)
 
         new = []
+        ready: list[FailoverReadiness] = []
         partitions = translated = n_groups = 0
         for group, info in sorted(groups.items()):
             offsets = {tp: o for tp, o in info.offsets.items() if replicated(tp[0])}
@@ -143,6 +147,7 @@ class Checkpointer:
             translated += sum(1 for r in rows if r.target_offset is not None)
             found = checkpoints_from(group, rows, self.store.get(group), info.metadata)
             new.extend(found)
+            ready += failover_readiness(group, offsets, store, remote_topic=flow.remote_topic, replicated=replicated)
         seconds["translate"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -173,7 +178,15 @@ class Checkpointer:
         for f in failures:
             log.warning("flow %s: could not write translated offsets of %s", flow.name, f)
         return CycleReport(
-            n_groups, partitions, translated, len(new), synced_groups, synced_partitions, tuple(failures), seconds
+            n_groups,
+            partitions,
+            translated,
+            len(new),
+            synced_groups,
+            synced_partitions,
+            tuple(failures),
+            seconds,
+            tuple(ready),
         )
 
     def close(self) -> None:
@@ -245,13 +258,17 @@ def start_checkpointer_thread(
     source_config: Mapping[str, Any],
     target_config: Mapping[str, Any],
     stop_event: threading.Event,
+    on_cycle: Callable[[CycleReport], None] | None = None,
 ) -> threading.Thread | None:
-    """For the job driver: a started daemon thread running `run_checkpointer`, or None if the flow emits none."""
+    """For the job driver: a started daemon thread running `run_checkpointer`, or None if the flow emits none.
+
+    `on_cycle` gets each cycle's report (the job's metrics take the failover readiness from it)."""
     if not (flow.offsets.emit_checkpoints or flow.sync.group_offsets):
         return None
     thread = threading.Thread(
         target=run_checkpointer,
         args=(flow, source_config, target_config, stop_event),
+        kwargs={"on_cycle": on_cycle},
         name=f"kmirror-checkpoints-{flow.name}",
         daemon=True,
     )

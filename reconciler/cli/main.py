@@ -181,15 +181,17 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import completion, cutover, dev, import_mm2, plan_apply, schema, status, validate
+    from reconciler.cli import completion, cutover, dev, plan_apply, schema, show, state_cmds, status, validate
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
     main.add_command(schema.schema)
-    main.add_command(import_mm2.import_group)
+    main.add_command(state_cmds.import_group)  # `import ADDRESS` and `import mm2 FILE...`
     main.add_command(plan_apply.plan)
     main.add_command(plan_apply.apply)
     main.add_command(plan_apply.state)
+    plan_apply.state.add_command(state_cmds.state_rm)
+    main.add_command(show.show)
     main.add_command(plan_apply.force_unlock)
     main.add_command(cutover.cutover)
     main.add_command(status.status)

@@ -313,7 +313,11 @@ class ReplicationJob:
         # Checkpoints (and translated group offsets, with sync.group_offsets) beside the query, every
         # checkpoint_interval; a failed cycle is logged and retried, it never stops replication.
         checkpoints = start_checkpointer_thread(
-            flow, self._client(flow.source), self._client(flow.target), background_stop
+            flow,
+            self._client(flow.source),
+            self._client(flow.target),
+            background_stop,
+            on_cycle=lambda report: self.metrics.observe_failover(flow.name, report.readiness),
         )
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)

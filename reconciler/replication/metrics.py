@@ -25,6 +25,15 @@ kmirror adds:
         `topic` is the *source* topic here. Source end offsets are refreshed at most every few seconds.
     kmirror_batches_total{source,target}                   micro-batches that wrote records
     kmirror_last_batch_timestamp_seconds{source,target}    wall-clock time the last such batch finished
+    kmirror_last_record_timestamp_seconds{source,target,topic,partition}  the newest record timestamp copied
+        (`topic` the remote topic): on the replicated heartbeats topic, time() minus it is the heartbeat age
+
+Failover readiness, from the job's checkpointer (each cycle's `CycleReport.readiness`), labels flow, group,
+topic (the *source* topic the group committed on), partition:
+
+    kmirror_group_failover_rereads          records the group would re-read on the target if it moved now
+    kmirror_group_failover_translatable     1: its committed offset translates; 0: no offset-sync answers yet
+    kmirror_group_checkpoint_age_seconds    seconds since a cycle last translated its committed offset
 
 Counters start at 0 with each start of the job (as MM2's do with each task).
 """
@@ -42,6 +51,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from reconciler.offsets.readiness import FailoverReadiness
 
 #: MM2's sample window for rates, averages and maxima (Kafka metrics: 2 samples of 30 s; one window here).
 WINDOW_SECONDS = 30.0
@@ -84,6 +95,7 @@ class _Partition:
     bytes: int = 0
     window: deque[_Sample] = field(default_factory=deque)
     last: _Sample | None = None
+    newest_ms: int | None = None  # the newest record timestamp copied
 
 
 class ReplicationMetrics(Collector):
@@ -100,6 +112,9 @@ class ReplicationMetrics(Collector):
         self.restarts = 0
         self.data_loss_records = 0
         self.data_loss_events = 0
+        # (flow, group, source topic, partition) -> (its readiness at the last checkpoint cycle, wall time it last
+        # translated); a group partition the last cycle did not see is dropped.
+        self._failover: dict[tuple[str, str, str, int], tuple[FailoverReadiness, float | None]] = {}
 
     # -- updates from the driver ------------------------------------------------------------------------------
     def observe_batch(self, rows: Iterable[PartitionBatch], polled_ms: int, written_ms: int) -> None:
@@ -127,6 +142,7 @@ class ReplicationMetrics(Collector):
                 )
                 part.window.append(sample)
                 part.last = sample
+                part.newest_ms = r.ts_max if part.newest_ms is None else max(part.newest_ms, r.ts_max)
                 self._positions[key] = max(self._positions.get(key, 0), r.last_offset + 1)
             self.batches += 1
             self.last_batch_at = time.time()
@@ -176,6 +192,18 @@ class ReplicationMetrics(Collector):
         """Positions that may go back (a query restarted from older offsets)."""
         with self._lock:
             self._positions.update(positions)
+
+    def observe_failover(self, flow: str, rows: Iterable[FailoverReadiness], at: float | None = None) -> None:
+        """One checkpoint cycle's failover readiness of every group partition (`CycleReport.readiness`)."""
+        now = time.time() if at is None else at
+        with self._lock:
+            previous = self._failover
+            current: dict[tuple[str, str, str, int], tuple[FailoverReadiness, float | None]] = {}
+            for r in rows:
+                key = (flow, r.group, r.topic, r.partition)
+                last = now if r.translatable else (previous.get(key) or (r, None))[1]
+                current[key] = (r, last)
+            self._failover = current
 
     def lag(self) -> dict[TopicPartition, int]:
         with self._lock:
@@ -237,14 +265,48 @@ class ReplicationMetrics(Collector):
         last_batch = GaugeMetricFamily(
             "kmirror_last_batch_timestamp_seconds", "Wall-clock time the last batch with records finished.", labels=top
         )
+        newest = GaugeMetricFamily(
+            "kmirror_last_record_timestamp_seconds",
+            "Timestamp (Unix seconds) of the newest record copied, per remote topic and partition; on the "
+            "heartbeats topic, time() minus it is the heartbeat age.",
+            labels=labels,
+        )
+        group_labels = ["flow", "group", "topic", "partition"]
+        rereads = GaugeMetricFamily(
+            "kmirror_group_failover_rereads",
+            "Records the group would re-read on the target if it moved now: its translated offset against the exact "
+            "position of its committed source offset (topic: the source topic).",
+            labels=group_labels,
+        )
+        translatable = GaugeMetricFamily(
+            "kmirror_group_failover_translatable",
+            "1 when the group's committed offset translates to the target (it can move now), 0 when no offset-sync "
+            "answers for it yet.",
+            labels=group_labels,
+        )
+        checkpoint_age = GaugeMetricFamily(
+            "kmirror_group_checkpoint_age_seconds",
+            "Seconds since a checkpoint cycle last translated the group's committed offset.",
+            labels=group_labels,
+        )
+        wall = time.time()
         now = time.monotonic()
         with self._lock:
+            for (flow, group, topic, partition), (row, last) in sorted(self._failover.items()):
+                values = [flow, group, topic, str(partition)]
+                translatable.add_metric(values, 1 if row.translatable else 0)
+                if row.rereads is not None:
+                    rereads.add_metric(values, row.rereads)
+                if last is not None:
+                    checkpoint_age.add_metric(values, max(0.0, wall - last))
             for (_topic, partition), part in sorted(self._partitions.items()):
                 while part.window and now - part.window[0].at > self.window:
                     part.window.popleft()
                 values = [self.source, self.target, part.remote_topic, str(partition)]
                 families["record_count"].add_metric(values, part.count)
                 families["byte_count"].add_metric(values, part.bytes)
+                if part.newest_ms is not None:
+                    newest.add_metric(values, part.newest_ms / 1000.0)
                 samples = list(part.window) or ([part.last] if part.last else [])
                 in_window = list(part.window)
                 families["record_rate"].add_metric(values, sum(s.count for s in in_window) / self.window)
@@ -271,9 +333,13 @@ class ReplicationMetrics(Collector):
         yield lag
         yield batches
         yield last_batch
+        yield newest
         yield restarts
         yield lost
         yield loss_events
+        yield rereads
+        yield translatable
+        yield checkpoint_age
 
 
 def progress_positions(progress: Any) -> dict[TopicPartition, int]:

@@ -330,6 +330,38 @@ def test_metrics_endpoint_has_mm2_names_counts_lag_and_latency(flow: Flow) -> No
     assert time.time() - m["kmirror_last_batch_timestamp_seconds"][top] < 600
 
 
+def test_dashboard_and_alert_rules_name_only_what_the_running_job_exports(flow: Flow) -> None:
+    """monitoring/: every kmirror_* metric and label the Grafana dashboard and the alert rules use is scraped here
+    (a group with a committed offset on the source, so that the checkpointer's failover gauges are there too)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTp
+
+    from tests.unit.test_monitoring_assets import check, dashboard_expressions, rule_expressions
+
+    topic = flow.topic("watched")
+    create_topic(flow.source, topic, 1)
+    producer = _producer(flow)
+    for i in range(5):
+        producer.produce(topic, value=f"w{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    wait_replicated(flow, topic, {0: 5})
+    consumer = Consumer(flow.source.config(**{"group.id": f"{topic}-app", "enable.auto.commit": False}))
+    consumer.commit(offsets=[KafkaTp(topic, 0, 3)], asynchronous=False)
+    consumer.close()
+
+    def scraped() -> dict[str, set[str]] | None:
+        samples = _scrape(flow)
+        series = {name: {k for key in values for k, _ in key} for name, values in samples.items()}
+        heartbeats = any("heartbeats" in str(k) for k in samples.get("kmirror_last_record_timestamp_seconds", {}))
+        group = any(f"{topic}-app" in str(k) for k in samples.get("kmirror_group_failover_translatable", {}))
+        return series if heartbeats and group and "kmirror_partition_lag" in series else None
+
+    # the checkpointer runs every checkpoint_interval (60 s by default)
+    series = wait_for("heartbeats, lag and the group's failover gauges on the metrics endpoint", scraped, timeout=150)
+    assert check(dashboard_expressions(), series) == []
+    assert check(rule_expressions(), series) == []
+
+
 @pytest.mark.slow
 def test_redeploy_with_widened_filter_mid_stream_loses_nothing(flow: Flow) -> None:
     old, new = flow.topic("redeployed"), f"wide{flow.prefix}.extra"
