@@ -423,6 +423,9 @@ def _write_steps(
             current = "-" if r["current_offset"] is None else r["current_offset"]
             how = r.get("translation", "conservative")
             why = f": {r['why']}" if r.get("why") else ""
+            mm2 = r.get("conservative_offset")
+            if how == "exact" and mm2 is not None and mm2 != r["target_offset"]:
+                why = f" (MM2's rule: {mm2}, {r['target_offset'] - mm2} re-read)"
             say(
                 f"     {r['topic']}/{r['partition']}: source {r['source_offset']} -> target {r['target_offset']} "
                 f"(now {current}) {how}{why}"
@@ -485,6 +488,8 @@ def _with_translation(change: ResourceChange, exact: ExactTranslator | None) -> 
         found = exact.get(r["source_topic"], r["partition"], r["source_offset"]) if exact is not None else None
         exact_here = found is not None and found.exact == r["target_offset"]
         row = {**r, "translation": "exact" if exact_here else "conservative"}
+        if found is not None and found.conservative is not None:
+            row["conservative_offset"] = found.conservative  # MM2's answer, for comparison
         if not exact_here:
             row["why"] = found.reason if found is not None else "no exact translation attempted"
         rows.append(row)
