@@ -190,14 +190,14 @@ def test_exact_cutover_rereads_nothing_and_skips_nothing(env: Env) -> None:
 
     # per group and partition: what it reads next on the target vs what it would read next on the source
     measured: dict[str, dict[str, dict[int, tuple[int, int]]]] = {}
-    for name, per_topic in committed.items():
+    for name, by_topic in committed.items():
         group = env.groups[name]
         measured[name] = {}
-        for t, offsets in per_topic.items():
+        for t, stops in by_topic.items():
             on_target = committed_on(env.target, group, remote[t])
-            dst = read_all(env.target, remote[t], {q: on_target[q][0] for q in offsets})
+            dst = read_all(env.target, remote[t], {q: on_target[q][0] for q in stops})
             measured[name][t.split(".")[-1]] = {}
-            for q, g in offsets.items():
+            for q, g in stops.items():
                 consumed = {v for o, v in src[t][q] if o < g}
                 wanted = next_values(src[t], q, g)
                 got = [v for _, v in dst[q]]
