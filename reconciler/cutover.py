@@ -462,6 +462,7 @@ def _exact_offsets(
         for (t, p), g in info.offsets.items()
         if t != heartbeats and flow.topic_matches(t)
     }
+    began = time.monotonic()
     found = translate_exactly(
         committed,
         syncs,
@@ -475,7 +476,7 @@ def _exact_offsets(
     exact = sum(1 for x in found if x.is_exact)
     say(
         f"   exact translation: {exact} of {len(found)} committed offset(s) matched record for record; "
-        f"{len(found) - exact} conservative (MM2's rule)"
+        f"{len(found) - exact} conservative (MM2's rule); records read in {time.monotonic() - began:.1f}s"
     )
     translator = ExactTranslator(syncs, found)
     return replace(live, offset_syncs={**live.offset_syncs, flow.name: translator}), translator

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -32,14 +33,31 @@ from reconciler.offsets.exact import (
     match_exact,
 )
 
-__all__ = ["EXACT_MARGIN", "RangeReader", "translate_exactly"]
+__all__ = ["EXACT_MARGIN", "Range", "RangeRead", "RangeReader", "translate_exactly"]
 
 EXACT_MARGIN = 100
 """Records read per range beyond `offset_lag_max` (held syncs, a sync written one record late)."""
 
 
-class RangeUnreadable(Exception):
-    """A range could not be read to its end within the timeout (an open transaction, a broker down)."""
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Committed records of one partition from `start`: stop after `count` records, after the first at or past
+    offset `until` (when given), or at the end of the partition."""
+
+    topic: str
+    partition: int
+    start: int
+    count: int
+    until: int | None = None
+
+
+@dataclass(slots=True)
+class RangeRead:
+    """What was read of a `Range`; `at_end`: the partition's end was reached; `error`: it could not be read."""
+
+    records: list[Record] = field(default_factory=list)
+    at_end: bool = False
+    error: str | None = None
 
 
 def _record(msg: Message) -> Record:
@@ -49,7 +67,7 @@ def _record(msg: Message) -> Record:
 
 
 class RangeReader:
-    """A read_committed consumer reading bounded runs of records of one partition at a time."""
+    """A read_committed consumer reading bounded runs of records, of many partitions at once."""
 
     def __init__(self, config: Mapping[str, Any], *, timeout: float = 30.0) -> None:
         self.timeout = timeout
@@ -65,42 +83,62 @@ class RangeReader:
             }
         )
 
-    def read(
-        self, topic: str, partition: int, start: int, *, until: int | None = None, count: int
-    ) -> tuple[list[Record], bool]:
-        """Committed records from `start`: stop after the first at or past offset `until` (when given), after
-        `count` records, or at the end of the partition. Returns the records and whether the end was reached."""
-        tp = TopicPartition(topic, partition)
-        try:
-            _, high = self._consumer.get_watermark_offsets(tp, timeout=self.timeout, cached=False)
-        except KafkaException as exc:
-            raise RangeUnreadable(f"{topic}/{partition}: {exc}") from exc
-        out: list[Record] = []
-        if start >= high:
-            return out, True
-        self._consumer.assign([TopicPartition(topic, partition, start)])
+    def read(self, ranges: Sequence[Range]) -> list[RangeRead]:
+        """Read `ranges` (one per partition at most) together; a range not done within the timeout has `error`."""
+        keys = [(r.topic, r.partition) for r in ranges]
+        if len(set(keys)) != len(keys):
+            raise ValueError("one range per partition per read")
+        wanted = dict(zip(keys, ranges, strict=True))
+        reads = {k: RangeRead() for k in keys}
+        pending = set(keys)
+        if not pending:
+            return []
+        self._consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges])
+        highs: dict[tuple[str, int], int] = {}
         try:
             deadline = time.monotonic() + self.timeout
-            while time.monotonic() < deadline:
-                for msg in self._consumer.consume(num_messages=min(count, 1000) or 1, timeout=0.2):
+            while pending and time.monotonic() < deadline:
+                msgs = self._consumer.consume(num_messages=10_000, timeout=0.05)
+                for msg in msgs:
+                    key = (msg.topic(), msg.partition())
+                    if key not in pending:
+                        continue
                     err = msg.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
-                            return out, True
+                            reads[key].at_end = True
+                            pending.discard(key)
                         continue
-                    if msg.topic() != topic or msg.partition() != partition or msg.offset() < start:
+                    r, got = wanted[key], reads[key].records
+                    if msg.offset() < r.start or (got and msg.offset() <= got[-1].offset):
                         continue
-                    if out and msg.offset() <= out[-1].offset:
-                        continue
-                    out.append(_record(msg))
-                    if len(out) >= count or (until is not None and msg.offset() >= until):
-                        return out, False
-                position = self._consumer.position([tp])[0].offset
-                if position >= high:
-                    return out, True
-            raise RangeUnreadable(f"{topic}/{partition}: did not read from {start} to {high} in {self.timeout:.0f}s")
+                    got.append(_record(msg))
+                    if len(got) >= r.count or (r.until is not None and msg.offset() >= r.until):
+                        pending.discard(key)
+                if not msgs and pending:  # idle: a partition whose end holds no record (markers) may send no EOF
+                    self._check_ends(pending, reads, highs)
         finally:
             self._consumer.unassign()
+        for key in pending:
+            reads[key].error = f"{key[0]}/{key[1]}: not read to its end within {self.timeout:.0f}s"
+        return [reads[k] for k in keys]
+
+    def _check_ends(
+        self, pending: set[tuple[str, int]], reads: dict[tuple[str, int], RangeRead], highs: dict[tuple[str, int], int]
+    ) -> None:
+        for key in list(pending):
+            tp = TopicPartition(*key)
+            try:
+                if key not in highs:
+                    highs[key] = self._consumer.get_watermark_offsets(tp, timeout=self.timeout, cached=False)[1]
+                position = self._consumer.position([tp])[0].offset
+            except KafkaException as exc:
+                reads[key].error = f"{key[0]}/{key[1]}: {exc}"
+                pending.discard(key)
+                continue
+            if position >= highs[key]:
+                reads[key].at_end = True
+                pending.discard(key)
 
     def close(self) -> None:
         self._consumer.close()
@@ -131,19 +169,28 @@ def translate_exactly(
             shared.setdefault((r.topic, r.partition, r.sync.upstream_offset, r.sync.downstream_offset), []).append(r)
     if not shared:
         return out
+    # One read per round: the i-th sync of every partition (requests sharing a partition and a sync share it).
+    by_partition: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for topic, partition, u, d in sorted(shared):
+        by_partition.setdefault((topic, partition), []).append((u, d))
+    rounds = max(len(v) for v in by_partition.values())
     source, target = RangeReader(source_config, timeout=timeout), RangeReader(target_config, timeout=timeout)
     try:
-        for (topic, partition, u, d), group in shared.items():
-            last = max(r.group_offset for r in group)
-            try:
-                records, at_end = source.read(topic, partition, u, until=last, count=limit + 1)
-                n = max(sum(1 for x in records if x.offset < r.group_offset) for r in group)
-                copies, _ = target.read(remote_topic(topic), partition, d, count=min(n, limit) + 1)
-            except RangeUnreadable as exc:
-                out += [_unreadable(r, str(exc)) for r in group]
-                continue
-            for r in group:
-                out.append(_match(r, records, at_end, copies))
+        for i in range(rounds):
+            keys = [(t, p, *syncs[i]) for (t, p), syncs in by_partition.items() if i < len(syncs)]
+            tops = [max(r.group_offset for r in shared[k]) for k in keys]
+            reads = source.read([Range(t, p, u, limit + 1, top) for (t, p, u, _), top in zip(keys, tops, strict=True)])
+            counts = [
+                max(sum(1 for x in read.records if x.offset < r.group_offset) for r in shared[k])
+                for k, read in zip(keys, reads, strict=True)
+            ]
+            copies = target.read(
+                [Range(remote_topic(t), p, d, min(n, limit) + 1) for (t, p, _, d), n in zip(keys, counts, strict=True)]
+            )
+            for k, read, copy in zip(keys, reads, copies, strict=True):
+                for r in shared[k]:
+                    error = read.error or copy.error
+                    out.append(_unreadable(r, error) if error else _match(r, read.records, read.at_end, copy.records))
     finally:
         source.close()
         target.close()
