@@ -8,7 +8,10 @@ offsets all translate, and each group's checkpoint age. `run_cutover()` walks th
   2. consumers stopped on the source: wait until every group of the flow is EMPTY there;
   3. final checkpoint: one checkpoint cycle (MM2-format checkpoints to `<source>.checkpoints.internal`);
   4. translated offsets written for every group of the flow that is EMPTY on the target (an active one is an
-     error naming it), never moving a target group backwards: the same planning as `kmirror plan`;
+     error naming it), never moving a target group backwards: the same planning as `kmirror plan`, except that
+     each committed offset is first translated exactly where the records prove it (the records after its
+     offset-sync read on both clusters and matched one for one, `reconciler.offsets.exact`), and MM2's
+     conservative rule answers the rest; each row says which, and why;
   5. what to switch: bootstrap servers, topic names, group ids.
 
 With `dry_run` every step reports what it sees and would do, and nothing waits or writes. Nothing here prints:
@@ -32,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -41,10 +44,12 @@ from reconciler.adapters.checkpointer import CycleReport, checkpoint_once, syncs
 from reconciler.adapters.group_offsets import with_group_offsets, write_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_checkpoints, read_offset_syncs
+from reconciler.adapters.record_ranges import translate_exactly
 from reconciler.errors import KmirrorError
 from reconciler.live.model import ClusterState, LiveState
 from reconciler.mm2.wire import TopicPartition as Tp
 from reconciler.offsets.checkpoints import translate_group
+from reconciler.offsets.exact import ExactTranslation, ExactTranslator
 from reconciler.offsets.history import SyncHistory
 from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
 from reconciler.plan.builder import PlanError
@@ -121,6 +126,7 @@ class CutoverResult:
     written: list[ResourceChange] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (address, why), for the state's history
+    translations: list[ExactTranslation] = field(default_factory=list)  # step 4: exact or conservative, and why
 
 
 def _admins(desired: DesiredState, flow: FlowSpec, timeout: float) -> dict[str, KafkaAdmin]:
@@ -412,7 +418,9 @@ def _write_steps(
     say(f"4. Write the translated offsets of groups EMPTY on {dst} (never backwards).")
     live = LiveState(clusters={c: ClusterState(c, {}, None) for c in (src, dst)})
     live = with_group_offsets(desired, live, admins, flows=[flow], timeout=client_timeout)
+    live, exact = _exact_offsets(desired, flow, live, result, say=say, client_timeout=client_timeout)
     planned = plan_group_offsets(desired, live, flows=[flow])
+    planned.changes[:] = [_with_translation(c, exact) for c in planned.changes]
     for w in planned.warnings:
         say(f"   warning: {w}")
     if planned.errors:
@@ -424,9 +432,14 @@ def _write_steps(
         say(f"   {change.address}:")
         for r in after.get("partitions", ()):
             current = "-" if r["current_offset"] is None else r["current_offset"]
+            how = r.get("translation", "conservative")
+            why = f": {r['why']}" if r.get("why") else ""
+            mm2 = r.get("conservative_offset")
+            if how == "exact" and mm2 is not None and mm2 != r["target_offset"]:
+                why = f" (MM2's rule: {mm2}, {r['target_offset'] - mm2} re-read)"
             say(
                 f"     {r['topic']}/{r['partition']}: source {r['source_offset']} -> target {r['target_offset']} "
-                f"(now {current})"
+                f"(now {current}) {how}{why}"
             )
         if dry_run:
             continue
@@ -437,6 +450,62 @@ def _write_steps(
             result.failed.append(f"{change.address}: {outcome.message}")
             result.failures.append((change.address, outcome.message))
             say(f"     FAILED: {outcome.message}")
+
+
+def _exact_offsets(
+    desired: DesiredState,
+    flow: FlowSpec,
+    live: LiveState,
+    result: CutoverResult,
+    *,
+    say: Say,
+    client_timeout: float,
+) -> tuple[LiveState, ExactTranslator | None]:
+    """Step 4's exact translation: the records after each group's offset-sync read on both clusters and matched
+    (`reconciler.offsets.exact`); the live state's translator answers the exact offsets, MM2's rule the rest."""
+    syncs = live.offset_syncs.get(flow.name)
+    if not isinstance(syncs, SyncHistory):
+        return live, None
+    heartbeats = flow.policy().heartbeats_topic()
+    committed = {
+        (t, p, g)
+        for info in flow_source_groups(flow, live).values()
+        for (t, p), g in info.offsets.items()
+        if t != heartbeats and flow.topic_matches(t)
+    }
+    began = time.monotonic()
+    found = translate_exactly(
+        committed,
+        syncs,
+        remote_topic=flow.remote_topic,
+        source_config=desired.client_config(flow.source),
+        target_config=desired.client_config(flow.target),
+        offset_lag_max=flow.offsets.offset_lag_max,
+        timeout=client_timeout,
+    )
+    result.translations = found
+    exact = sum(1 for x in found if x.is_exact)
+    say(
+        f"   exact translation: {exact} of {len(found)} committed offset(s) matched record for record; "
+        f"{len(found) - exact} conservative (MM2's rule); records read in {time.monotonic() - began:.1f}s"
+    )
+    translator = ExactTranslator(syncs, found)
+    return replace(live, offset_syncs={**live.offset_syncs, flow.name: translator}), translator
+
+
+def _with_translation(change: ResourceChange, exact: ExactTranslator | None) -> ResourceChange:
+    """Each row says whether its offset is exact or conservative (and why), for the output and the history."""
+    rows = []
+    for r in (change.after or {}).get("partitions", ()):
+        found = exact.get(r["source_topic"], r["partition"], r["source_offset"]) if exact is not None else None
+        exact_here = found is not None and found.exact == r["target_offset"]
+        row = {**r, "translation": "exact" if exact_here else "conservative"}
+        if found is not None and found.conservative is not None:
+            row["conservative_offset"] = found.conservative  # MM2's answer, for comparison
+        if not exact_here:
+            row["why"] = found.reason if found is not None else "no exact translation attempted"
+        rows.append(row)
+    return change.model_copy(update={"after": {**(change.after or {}), "partitions": rows}})
 
 
 def _source_ends(flow: FlowSpec, admin: KafkaAdmin) -> dict[tuple[str, int], int]:

@@ -17,7 +17,12 @@ from reconciler.spec import load
 @click.command("cutover")
 @file_option
 @click.option("--flow", "flow_name", required=True, help="The flow whose consumers move to its target.")
-@click.option("--dry-run", is_flag=True, help="Show the steps and what each would do now; wait for and write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show the steps and what each would do now (per partition: exact or conservative offset, and why); "
+    "wait for and write nothing.",
+)
 @click.option("--check", is_flag=True, help="Only print cutover readiness (lag, translated groups, checkpoint age).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for lag 0 and idle consumers.")
@@ -31,6 +36,9 @@ def cutover(
     path: str, flow_name: str, dry_run: bool, check: bool, fmt: str, timeout: float, lock_timeout: float
 ) -> None:
     """Walk the migration procedure of one flow: lag 0, final checkpoint, group offsets, what to switch.
+
+    Group offsets are translated exactly where the records after each offset-sync match on both clusters
+    (nothing re-read, nothing skipped), with MM2's conservative rule elsewhere; each row says which, and why.
 
     The final checkpoint and the offset writes hold the state lock `kmirror apply` takes; --dry-run and
     --check take none.

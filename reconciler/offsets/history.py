@@ -92,9 +92,12 @@ class SyncHistory:
                 return None  # before the first sync since the last rewind: nothing safe to say
         return self.store.translate_downstream(tp, upstream_offset)
 
-    def sync_for(self, topic_partition: TopicPartition, upstream_offset: int) -> OffsetSync | None:
-        """The sync `translate_downstream(topic_partition, upstream_offset)` answers from (None: it does not)."""
-        if self.translate_downstream(topic_partition, upstream_offset) is None:
+    def sync_at_or_before(self, topic_partition: TopicPartition, upstream_offset: int) -> OffsetSync | None:
+        """The sync `translate_downstream` answers from (newest with upstream <= the offset), or None.
+
+        For the exact cutover (`reconciler.offsets.exact`), which reads the records from that sync on.
+        """
+        if not self.read_to_end:
             return None
         tp = TopicPartition(*topic_partition)
         d = self._dense.get(tp)
@@ -102,7 +105,10 @@ class SyncHistory:
             i = bisect_right(d.upstream, upstream_offset) - 1
             if i >= 0:
                 return OffsetSync(tp.topic, tp.partition, d.upstream[i], d.downstream[i])
-        return next((s for s in self.store.syncs_for(tp) if s.upstream_offset <= upstream_offset), None)
+            if not d.trimmed:
+                return None
+        older = [s for s in self.store.syncs_for(tp) if s.upstream_offset <= upstream_offset]
+        return max(older, key=lambda s: s.upstream_offset) if older else None
 
     def syncs_for(self, topic_partition: TopicPartition) -> tuple[OffsetSync, ...]:
         """The newest sync first (then MM2's stored ones), like `OffsetSyncStore.syncs_for`."""

@@ -23,7 +23,7 @@ from reconciler.mm2.wire import OffsetSync, TopicPartition
 
 
 class SyncLookup(Protocol):
-    def sync_for(self, topic_partition: TopicPartition, upstream_offset: int) -> OffsetSync | None: ...
+    def sync_at_or_before(self, topic_partition: TopicPartition, upstream_offset: int) -> OffsetSync | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ def failover_readiness(
     for (topic, partition), offset in sorted(offsets.items()):
         if offset < 0 or not replicated(topic):
             continue
-        sync = syncs.sync_for(TopicPartition(topic, partition), offset)
+        sync = syncs.sync_at_or_before(TopicPartition(topic, partition), offset)
         if sync is None:
             out.append(FailoverReadiness(group, topic, partition, offset, remote_topic(topic), None, None))
             continue
