@@ -24,7 +24,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +93,7 @@ class Load:
 
     def __init__(self, cluster: FaultCluster, topic: str, partitions: int, rate: int = 2000) -> None:
         self.cluster, self.topic, self.partitions, self.rate = cluster, topic, partitions, rate
-        self.acked: dict[int, set[int]] = {p: set() for p in range(partitions)}
+        self.acked: dict[int, set[int]] = defaultdict(set)  # partitions may be added while it runs
         self.failed = 0
         self.sent = 0
         self._stop = threading.Event()
@@ -209,7 +209,7 @@ def tally(load: Load, target: FaultCluster, remote: str) -> Tally:
     got = read_values(target, remote)
     lost: list[tuple[int, int]] = []
     duplicates = records = 0
-    for p, acked in load.acked.items():
+    for p, acked in list(load.acked.items()):
         counts = Counter(got.get(p, ()))
         records += len(acked)
         lost += [(p, s) for s in sorted(acked - counts.keys())]
