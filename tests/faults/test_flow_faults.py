@@ -62,7 +62,7 @@ def test_a_flow_removed_with_prune_and_added_back_mirrors_every_record_again(wor
         added_at = time.monotonic()
         _apply(world, "on")
         time.sleep(5)
-    result, recovery = wait_copied(load, world.target, remote, 180)
+    result, _ = wait_copied(load, world.target, remote, 180)
     report(
         "remove_readd",
         records=result.records,
