@@ -588,16 +588,21 @@ def start_brokers(
         before = previous[i]
         if before is not None:  # the quorum's voters are fixed: a broker comes back on its own ports
             ports[i] = (before.port, before.controller_port)
+            deadline = time.monotonic() + 15  # a just-killed broker's sockets take a moment to close
             busy = [p for p in ports[i] if not is_running(before) and not _port_free(p)]
+            while busy and time.monotonic() < deadline:
+                time.sleep(0.5)
+                busy = [p for p in busy if not _port_free(p)]
             if busy:
                 raise DevEnvError(
                     f"broker {i} of {name} cannot restart: its port {busy[0]} is taken by another process; free it "
                     f"(the cluster's quorum names that port in every broker's {_RECORD})"
                 )
         else:
-            want = preferred_port + _PORT_STEP * (i - 1) if preferred_port else None
+            preferred_port = preferred_port or _free_base(brokers)
+            want = preferred_port + _PORT_STEP * (i - 1)
             port = _pick_port(want, taken)
-            ports[i] = (port, _pick_port(want + 1 if want else None, taken | {port}))
+            ports[i] = (port, _pick_port(want + 1, taken | {port}))
         taken |= set(ports[i])
     voters = ",".join(f"{i}@{LOOPBACK}:{ports[i][1]}" for i in ids)
     cluster_id_file = home / "cluster-id"
@@ -675,6 +680,18 @@ def broker_states(home: Path) -> list[BrokerState]:
 
 def bootstrap_of(records: list[LocalCluster]) -> str:
     return ",".join(r.bootstrap_servers for r in records)
+
+
+def _free_base(brokers: int) -> int:
+    """A base port below the ephemeral range (32768 and up on Linux) with each broker's two ports free: a broker
+    that restarts must find its ports again, and an ephemeral one may meanwhile be any client's local port."""
+    import random
+
+    for _ in range(200):
+        base = random.randrange(10000, 32000 - _PORT_STEP * brokers, _PORT_STEP)
+        if all(_port_free(base + _PORT_STEP * i + k) for i in range(brokers) for k in (0, 1)):
+            return base
+    raise DevEnvError(f"no free loopback ports for {brokers} brokers between 10000 and 32000")
 
 
 def _broker_properties(

@@ -17,8 +17,9 @@ from tests.faults.conftest import KMIRROR, FaultWorld, create_topic, report
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 
-def _apply_killed_after(world: FaultWorld, spec: str, lines: int, extra_delay: float = 0.0) -> list[str]:
-    """Run apply; SIGKILL it right after it printed `lines` progress lines (+ `extra_delay` s); what it printed."""
+def _apply_killed(world: FaultWorld, spec: str, *, after_lines: int = 0, after_seconds: float = 0.0) -> int:
+    """Run apply; SIGKILL it once it printed `after_lines` progress lines and `after_seconds` passed since it
+    started. Returns how many progress lines (changes done and recorded) it printed before it died."""
     proc = subprocess.Popen(
         [*KMIRROR, "apply", "-f", spec, "--auto-approve"],
         stdout=subprocess.PIPE,
@@ -29,30 +30,35 @@ def _apply_killed_after(world: FaultWorld, spec: str, lines: int, extra_delay: f
         start_new_session=True,
     )
     assert proc.stdout is not None
-    seen: list[str] = []
-    for line in proc.stdout:
-        if line.startswith("["):
-            seen.append(line.strip())
-            if len(seen) >= lines:
+    started = time.monotonic()
+    seen = 0
+    if after_lines:
+        for line in proc.stdout:
+            seen += line.startswith("[")
+            if seen >= after_lines:
                 break
-    time.sleep(extra_delay)
+    time.sleep(max(0.0, after_seconds - (time.monotonic() - started)))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
-    return seen
+    rest = proc.stdout.read()
+    return seen + sum(1 for line in rest.splitlines() if line.startswith("["))
 
 
 @pytest.mark.timeout(600)
 def test_apply_killed_at_every_step_then_plan_and_apply_converge(world: FaultWorld) -> None:
-    topics = [f"{world.prefix}t{i}" for i in range(6)]
-    for t in topics:
-        create_topic(world.source, t, 2)
     none = str(world.spec(deploy="none"))
     started = time.monotonic()
     kills = []
-    # Topics, internal topics and state records, step by step: a kill after the 1st, 2nd, ... reported change.
-    for step in range(1, 4):
-        seen = _apply_killed_after(world, none, step)
-        kills.append(len(seen))
+    topics: list[str] = []
+    # Killed at points spread over an apply's life (taking the lock, reading the clusters, between the pending
+    # record, the create batch and its record, between batches), each time with new topics to create.
+    for n, delay in enumerate((1.5, 2.5, 3.0, 3.5, 4.0, 5.0)):
+        new = [f"{world.prefix}t{n}-{i}" for i in range(3)]
+        for t in new:
+            create_topic(world.source, t, 2)
+        topics += new
+        done = _apply_killed(world, none, after_seconds=delay)
+        kills.append({"after_s": delay, "changes_done": done})
         plan = world.kmirror("plan", "-f", none, "--format", "json")
         assert plan.returncode in (0, 2), plan.stderr  # never "kmirror did not create it", never a stuck lock
     world.kmirror("apply", "-f", none, "--auto-approve", check=True)
@@ -61,7 +67,7 @@ def test_apply_killed_at_every_step_then_plan_and_apply_converge(world: FaultWor
 
     # The runner call: killed while the job is being deployed (spark-submit starting), then apply again.
     local = str(world.spec())
-    _apply_killed_after(world, local, 0, extra_delay=8.0)
+    kills.append({"during": "deploy", "changes_done": _apply_killed(world, local, after_seconds=10.0)})
     converge = world.kmirror("apply", "-f", local, "--auto-approve", "--lock-timeout", "90")
     assert converge.returncode == 0, converge.stdout + converge.stderr
     final = world.kmirror("plan", "-f", local, "--format", "json", "--detailed-exitcode")
@@ -72,4 +78,4 @@ def test_apply_killed_at_every_step_then_plan_and_apply_converge(world: FaultWor
         assert f"topic/{world.dst}/{world.remote(t)}" in addresses  # nothing forgotten
     assert f"job/{world.flow}" in addresses
     assert json.loads(final.stdout)["changes"] == []
-    report("apply_killed", kills=[*kills, "deploy"], converged_s=round(time.monotonic() - started, 1), lost=0)
+    report("apply_killed", kills=kills, converged_s=round(time.monotonic() - started, 1), foreign=0, forgotten=0)
