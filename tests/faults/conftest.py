@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.devenv import kafka_local
@@ -149,6 +149,9 @@ class Load:
                         on_delivery=self._delivered,
                     )
                 except BufferError:
+                    producer.poll(0.5)
+                    continue
+                except KafkaException:  # a partition just added, not yet in the producer's metadata
                     producer.poll(0.5)
                     continue
                 seq += 1

@@ -35,38 +35,25 @@ def _on_target(world: FaultWorld, topic: str) -> set[int]:
 
 
 @pytest.mark.timeout(900)
-def test_partitions_added_a_topic_recreated_and_records_deleted_lose_nothing_and_stick_nothing(
-    world: FaultWorld,
-) -> None:
-    grow, recreated, truncated = (f"{world.prefix}{n}" for n in ("grow", "recreated", "truncated"))
-    for t in (grow, recreated, truncated):
+def test_partitions_added_and_records_deleted_past_the_job_lose_nothing_and_stick_nothing(world: FaultWorld) -> None:
+    grow, truncated = (f"{world.prefix}{n}" for n in ("grow", "truncated"))
+    for t in (grow, truncated):
         create_topic(world.source, t, 2)
-    _produce(world, recreated, range(0, 100))
     _produce(world, truncated, range(0, 100))
     admin = AdminClient(world.source.config())
     with Load(world.source, grow, 2, rate=1000) as load:
         world.kmirror("apply", "-f", str(world.spec()), "--auto-approve", check=True)
-        wait_until("the first records copied", lambda: _on_target(world, recreated) >= set(range(100)), 180)
+        wait_until("the first records copied", lambda: _on_target(world, truncated) >= set(range(100)), 180)
 
         # 1. Partitions added while records flow: the load writes to all four at once.
         admin.create_partitions([NewPartitions(grow, 4)])[grow].result(timeout=60)
         load.partitions = 4
         grown_at = time.monotonic()
 
-        # 2. A source topic deleted and created again, with new records.
-        admin.delete_topics([recreated], operation_timeout=60)[recreated].result(timeout=90)
-        wait_until(f"{recreated} gone", lambda: recreated not in admin.list_topics(timeout=10).topics, 60)
-        create_topic(world.source, recreated, 2)
-        _produce(world, recreated, range(1000, 1100))
         time.sleep(10)
     grow_result, grow_recovery = wait_copied(load, world.target, world.remote(grow), 300)
-    wait_until(
-        f"the re-created {recreated}'s records copied",
-        lambda: _on_target(world, recreated) >= set(range(1000, 1100)),
-        300,
-    )
 
-    # 3. Records deleted past the job's position: the job stopped, more written, most of it deleted, job back.
+    # 2. Records deleted past the job's position: the job stopped, more written, most of it deleted, job back.
     wait_until(f"{truncated}'s first records copied", lambda: _on_target(world, truncated) >= set(range(100)), 120)
     world.stop_job()
     _produce(world, truncated, range(100, 400))
@@ -97,3 +84,29 @@ def test_partitions_added_a_topic_recreated_and_records_deleted_lose_nothing_and
     )
     assert grow_result.lost == 0, f"{grow_result.lost} acknowledged records missing, e.g. {grow_result.lost_examples}"
     assert len(read_values(world.target, world.remote(grow))) == 4  # the remote topic grew with its source
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the job does not copy the records of a source topic deleted and created again (not within 3 minutes; "
+    "job side, issue 15 lead)",
+)
+@pytest.mark.timeout(480)
+def test_a_source_topic_deleted_and_created_again_keeps_flowing(world: FaultWorld) -> None:
+    recreated = f"{world.prefix}recreated"
+    create_topic(world.source, recreated, 2)
+    _produce(world, recreated, range(0, 100))
+    world.kmirror("apply", "-f", str(world.spec()), "--auto-approve", check=True)
+    wait_until("the first records copied", lambda: _on_target(world, recreated) >= set(range(100)), 180)
+    admin = AdminClient(world.source.config())
+    admin.delete_topics([recreated], operation_timeout=60)[recreated].result(timeout=90)
+    wait_until(f"{recreated} gone", lambda: recreated not in admin.list_topics(timeout=10).topics, 60)
+    create_topic(world.source, recreated, 2)
+    _produce(world, recreated, range(1000, 1100))
+    started = time.monotonic()
+    wait_until(
+        f"the re-created {recreated}'s records copied",
+        lambda: _on_target(world, recreated) >= set(range(1000, 1100)),
+        180,
+    )
+    report("source_recreated", records=200, lost=0, recovery_s=round(time.monotonic() - started, 1))
