@@ -50,13 +50,22 @@ def test_apply_killed_at_every_step_then_plan_and_apply_converge(world: FaultWor
     started = time.monotonic()
     kills = []
     topics: list[str] = []
-    # Killed at points spread over an apply's life (taking the lock, reading the clusters, between the pending
-    # record, the create batch and its record, between batches), each time with new topics to create.
-    for n, delay in enumerate((1.5, 2.5, 3.0, 3.5, 4.0, 5.0)):
+    # Killed at points spread over an apply's life: taking the lock, reading the clusters and the state, and around
+    # its first batch (the pending record, the create call, its record) and the ones after, each time with new
+    # topics to create. The points are fractions of the time a whole apply took here to report its first change.
+    first = [f"{world.prefix}t-first-{i}" for i in range(3)]
+    for t in first:
+        create_topic(world.source, t, 2)
+    topics += first
+    t0 = time.monotonic()
+    _apply_killed(world, none, after_lines=1)
+    first_change = time.monotonic() - t0
+    for n, fraction in enumerate((0.3, 0.6, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)):
         new = [f"{world.prefix}t{n}-{i}" for i in range(3)]
         for t in new:
             create_topic(world.source, t, 2)
         topics += new
+        delay = round(first_change * fraction, 2)
         done = _apply_killed(world, none, after_seconds=delay)
         kills.append({"after_s": delay, "changes_done": done})
         plan = world.kmirror("plan", "-f", none, "--format", "json")
