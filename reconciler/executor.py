@@ -326,6 +326,9 @@ class Executor:
                 self._flush()
                 continue
             self._check_lease()
+            if c.action == Action.CREATE:
+                # Pending before the runner starts it: an apply killed while the job starts leaves the job known.
+                self._intend([c])
             deployment: Mapping[str, Any] | None = None
             try:
                 if c.action == Action.DELETE:

@@ -40,7 +40,14 @@ def dev() -> None:
     help="Add an SSL listener that requires client certificates, with a private CA made for the clusters "
     "(PEM files under ROOT/tls; `dev status --format json` names them).",
 )
-def up(root: Path | None, authorizer: bool, tls: bool) -> None:
+@click.option(
+    "--brokers",
+    type=click.IntRange(1, 9),
+    default=1,
+    show_default=True,
+    help="Brokers per cluster (one KRaft quorum of N voters each); `up` again restarts any stopped broker.",
+)
+def up(root: Path | None, authorizer: bool, tls: bool, brokers: int) -> None:
     """Start both clusters (a no-op for one that already runs).
 
     \b
@@ -50,6 +57,13 @@ def up(root: Path | None, authorizer: bool, tls: bool) -> None:
     """
     root = (root or dev_clusters.dev_root()).resolve()
     started = time.monotonic()
+    existing = max((len(s.brokers) for s in dev_clusters.status(root)), default=0)
+    if brokers > 1 or existing > 1:  # plain `up` on a cluster of N brokers restarts its stopped ones
+        if tls:
+            raise click.UsageError("--tls is for single-broker clusters for now; leave out --brokers or --tls")
+        _up_brokers(root, brokers if brokers > 1 else existing, BrokerOptions(authorizer=authorizer))
+        click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
+        return
     material = kafka_local.ensure_tls_material(root / "tls") if tls else None
     clusters = dev_clusters.up(root, BrokerOptions(authorizer=authorizer, tls=material))
     for c in clusters:
@@ -60,6 +74,12 @@ def up(root: Path | None, authorizer: bool, tls: bool) -> None:
                 "`kmirror dev status --format json` names the CA and client PEM files"
             )
     click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
+
+
+def _up_brokers(root: Path, brokers: int, options: BrokerOptions) -> None:
+    for name, records in zip(("source", "target"), dev_clusters.up_brokers(root, brokers, options), strict=True):
+        bootstrap = ",".join(r.bootstrap_servers for r in records)
+        click.echo(f"{name:<7} Kafka {records[0].version:<6} {bootstrap}  ({len(records)} brokers)")
 
 
 @dev.command()
@@ -131,7 +151,12 @@ def status(root: Path | None, fmt: str) -> None:
     if fmt == "json":
         doc: dict[str, dict[str, dict[str, object]]] = {
             "clusters": {
-                s.name: {"bootstrap_servers": s.bootstrap_servers, "kafka_version": s.version, "running": s.running}
+                s.name: {
+                    "bootstrap_servers": s.bootstrap_servers,
+                    "kafka_version": s.version,
+                    "running": s.running,
+                    "brokers": [{"id": b.id, "port": b.port, "pid": b.pid, "running": b.running} for b in s.brokers],
+                }
                 for s in statuses
             }
         }

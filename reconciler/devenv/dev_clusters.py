@@ -2,7 +2,8 @@
 
 They live under one root folder (`$KMIRROR_DEV_HOME`, default `.kmirror/dev`), one sub-folder per cluster,
 and prefer the ports of the examples (19092 and 29092) so the example files work as they are; when those are
-taken, any free loopback port is used and `kmirror dev status` tells which.
+taken, any free loopback port is used and `kmirror dev status` tells which. With `--brokers N` each cluster is N
+brokers (one KRaft quorum), broker i preferring the cluster's port + 10 * (i - 1).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ClusterStatus:
     bootstrap_servers: str | None
     running: bool
     log_dir: str | None
+    brokers: tuple[kafka_local.BrokerState, ...] = ()
 
 
 def dev_root() -> Path:
@@ -53,22 +55,35 @@ def up(root: Path, options: BrokerOptions | None = None) -> list[LocalCluster]:
         return [f.result() for f in futures]
 
 
+def up_brokers(root: Path, brokers: int, options: BrokerOptions | None = None) -> list[list[LocalCluster]]:
+    """`up` with `brokers` brokers per cluster (one KRaft quorum each); starts any broker that is not running."""
+    with ThreadPoolExecutor(max_workers=len(DEV_CLUSTERS)) as pool:
+        futures = [
+            pool.submit(kafka_local.start_brokers, d.name, d.version, root / d.name, brokers, options, d.preferred_port)
+            for d in DEV_CLUSTERS
+        ]
+        return [f.result() for f in futures]
+
+
 def down(root: Path) -> list[str]:
-    """Stops the dev clusters; returns the names of those that were running."""
-    return [d.name for d in DEV_CLUSTERS if kafka_local.stop(root / d.name)]
+    """Stops the dev clusters (every broker); returns the names of those that were running."""
+    return [d.name for d in DEV_CLUSTERS if kafka_local.stop_brokers(root / d.name)]
 
 
 def status(root: Path) -> list[ClusterStatus]:
     result = []
     for d in DEV_CLUSTERS:
-        record = kafka_local.read_record(root / d.name)
+        homes = kafka_local.broker_homes(root / d.name)
+        records = [r for r in (kafka_local.read_record(h) for h in homes or [root / d.name]) if r is not None]
+        brokers = tuple(kafka_local.broker_states(root / d.name))
         result.append(
             ClusterStatus(
                 name=d.name,
-                version=record.version if record else d.version,
-                bootstrap_servers=record.bootstrap_servers if record else None,
-                running=record is not None and kafka_local.is_running(record),
-                log_dir=str(record.log_dir) if record else None,
+                version=records[0].version if records else d.version,
+                bootstrap_servers=kafka_local.bootstrap_of(records) if records else None,
+                running=bool(brokers) and all(b.running for b in brokers),
+                log_dir=str(records[0].log_dir) if len(records) == 1 else str(root / d.name) if records else None,
+                brokers=brokers,
             )
         )
     return result

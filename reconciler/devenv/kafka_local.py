@@ -520,3 +520,225 @@ def tls_status(cluster: LocalCluster) -> dict[str, str] | None:
         "client_cert_pem": tls.client_cert_pem,
         "client_key_pem": tls.client_key_pem,
     }
+
+
+# -- clusters of several brokers ------------------------------------------------------------------------------
+# A cluster of N > 1 brokers is N combined broker+controller processes, one KRaft quorum of N voters, each broker
+# in `<home>/broker-<id>/` with its own `cluster.json` (a `LocalCluster` record, so `is_running` and `stop` work on
+# one broker), and `<home>/brokers.json` naming them. One broker (the default) keeps the single-folder layout above.
+
+_BROKERS = "brokers.json"
+#: Ports of broker `id` (1-based) of a cluster preferring `port`: port + 10 * (id - 1), its controller on the next.
+_PORT_STEP = 10
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """One broker of a cluster, as `kmirror dev status` reports it."""
+
+    id: int
+    port: int
+    pid: int | None
+    running: bool
+
+
+def broker_homes(home: Path) -> list[Path]:
+    """The broker folders of a multi-broker cluster in `home`, by id; empty for a single-broker one."""
+    path = home / _BROKERS
+    if not path.exists():
+        return []
+    ids = json.loads(path.read_text())["brokers"]
+    return [home / f"broker-{i}" for i in ids]
+
+
+def start_brokers(
+    name: str,
+    version: str,
+    home: Path,
+    brokers: int = 1,
+    options: BrokerOptions | None = None,
+    preferred_port: int | None = None,
+    timeout: float = 120.0,
+) -> list[LocalCluster]:
+    """Start `brokers` brokers of the cluster in `home` (each broker that is not running; all at once, since a
+    quorum needs a majority of its voters); returns their records, by id. One broker: `start` itself."""
+    home = home.resolve()
+    if brokers < 1:
+        raise DevEnvError(f"a cluster needs at least one broker, not {brokers}")
+    known = broker_homes(home)
+    if brokers == 1 and not known:
+        return [start(name, version, home, options, preferred_port, timeout)]
+    if read_record(home) is not None and not known:
+        raise DevEnvError(
+            f"{home} holds a single-broker cluster; stop it and move its folder away to start {brokers} brokers there"
+        )
+    if known and len(known) != brokers:
+        raise DevEnvError(
+            f"{home} holds a cluster of {len(known)} brokers, not {brokers}; start it with --brokers {len(known)}, "
+            "or stop it and move its folder away"
+        )
+    options = options or BrokerOptions()
+    libs = jars.kafka_libs(version)
+    home.mkdir(parents=True, exist_ok=True)
+    ids = list(range(1, brokers + 1))
+    previous = {i: read_record(home / f"broker-{i}") for i in ids}
+    ports: dict[int, tuple[int, int]] = {}
+    taken: set[int] = set()
+    for i in ids:
+        before = previous[i]
+        if before is not None:  # the quorum's voters are fixed: a broker comes back on its own ports
+            ports[i] = (before.port, before.controller_port)
+            deadline = time.monotonic() + 15  # a just-killed broker's sockets take a moment to close
+            busy = [p for p in ports[i] if not is_running(before) and not _port_free(p)]
+            while busy and time.monotonic() < deadline:
+                time.sleep(0.5)
+                busy = [p for p in busy if not _port_free(p)]
+            if busy:
+                raise DevEnvError(
+                    f"broker {i} of {name} cannot restart: its port {busy[0]} is taken by another process; free it "
+                    f"(the cluster's quorum names that port in every broker's {_RECORD})"
+                )
+        else:
+            preferred_port = preferred_port or _free_base(brokers)
+            want = preferred_port + _PORT_STEP * (i - 1)
+            port = _pick_port(want, taken)
+            ports[i] = (port, _pick_port(want + 1, taken | {port}))
+        taken |= set(ports[i])
+    voters = ",".join(f"{i}@{LOOPBACK}:{ports[i][1]}" for i in ids)
+    cluster_id_file = home / "cluster-id"
+    if not cluster_id_file.exists():
+        cluster_id_file.write_text(_random_cluster_id() + "\n")
+    cluster_id = cluster_id_file.read_text().strip()
+    (home / _BROKERS).write_text(json.dumps({"brokers": ids}) + "\n")
+
+    started: list[tuple[LocalCluster, subprocess.Popen[bytes]]] = []
+    records: dict[int, LocalCluster] = {}
+    for i in ids:
+        before = previous[i]
+        if before is not None and is_running(before):
+            records[i] = before
+            continue
+        if before is not None and before.pid is not None and _pid_alive(before.pid):
+            _terminate(before.pid, grace=10)
+        bhome = home / f"broker-{i}"
+        (bhome / "logs").mkdir(parents=True, exist_ok=True)
+        port, controller = ports[i]
+        config = bhome / "server.properties"
+        config.write_text(_broker_properties(bhome, i, port, controller, voters, brokers, options))
+        _write_log_config(bhome, version)
+        if not (bhome / "data" / "meta.properties").exists():
+            _format_broker(libs, bhome, config, cluster_id)
+        with (bhome / "logs" / "kafka.out").open("ab") as out:
+            proc = subprocess.Popen(
+                [*_java(libs, bhome, version, options.heap), "kafka.Kafka", str(config)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=bhome,
+            )  # fmt: skip
+        record = LocalCluster(
+            name=f"{name}-{i}", version=version, home=str(bhome), port=port, controller_port=controller,
+            pid=proc.pid, authorizer=options.authorizer, started_at=time.time(),
+        )  # fmt: skip
+        (bhome / _RECORD).write_text(json.dumps(asdict(record), indent=2) + "\n")
+        records[i] = record
+        started.append((record, proc))
+    for record, proc in started:
+        _wait_ready(record, proc, timeout)
+    if started:
+        _wait_brokers_registered(records[ids[0]], brokers, timeout)
+    return [records[i] for i in ids]
+
+
+def stop_brokers(home: Path, grace: float = 30.0) -> bool:
+    """Stop every broker of the cluster in `home` (one or many); whether any was running."""
+    homes = broker_homes(home.resolve())
+    if not homes:
+        return stop(home, grace)
+    records = [r for r in (read_record(h) for h in homes) if r is not None and r.pid is not None]
+    alive = [r.pid for r in records if r.pid is not None and _pid_alive(r.pid)]
+    for pid in alive:  # all at once: a quorum stopped one by one waits at each step for the ones still up
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    for pid in alive:
+        _terminate(pid, grace)
+    return bool(alive)
+
+
+def broker_states(home: Path) -> list[BrokerState]:
+    """Each broker of the cluster in `home`: id, port, pid and whether it runs (one entry for a single broker)."""
+    home = home.resolve()
+    homes = broker_homes(home)
+    if not homes:
+        record = read_record(home)
+        return [] if record is None else [BrokerState(1, record.port, record.pid, is_running(record))]
+    states = []
+    for i, h in enumerate(homes, start=1):
+        record = read_record(h)
+        if record is not None:
+            states.append(BrokerState(i, record.port, record.pid, is_running(record)))
+    return states
+
+
+def bootstrap_of(records: list[LocalCluster]) -> str:
+    return ",".join(r.bootstrap_servers for r in records)
+
+
+def _free_base(brokers: int) -> int:
+    """A base port below the ephemeral range (32768 and up on Linux) with each broker's two ports free: a broker
+    that restarts must find its ports again, and an ephemeral one may meanwhile be any client's local port."""
+    import random
+
+    for _ in range(200):
+        base = random.randrange(10000, 32000 - _PORT_STEP * brokers, _PORT_STEP)
+        if all(_port_free(base + _PORT_STEP * i + k) for i in range(brokers) for k in (0, 1)):
+            return base
+    raise DevEnvError(f"no free loopback ports for {brokers} brokers between 10000 and 32000")
+
+
+def _broker_properties(
+    home: Path, node_id: int, port: int, controller_port: int, voters: str, brokers: int, options: BrokerOptions
+) -> str:
+    """`_server_properties` of one broker of a quorum of `brokers`, with its id, the voters and replicated internals."""
+    lines = dict(
+        line.split("=", 1) for line in _server_properties(home, port, controller_port, None, options).splitlines()
+    )
+    rf = str(min(3, brokers))
+    min_isr = str(max(1, min(3, brokers) - 1))
+    lines.update(
+        {
+            "node.id": str(node_id),
+            "controller.quorum.voters": voters,
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            # A broker that comes back catches up before it leads again (rolling restarts lose nothing).
+            "unclean.leader.election.enable": "false",
+            "controlled.shutdown.enable": "true",
+        }
+    )
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+def _format_broker(libs: Path, home: Path, config: Path, cluster_id: str) -> None:
+    cmd = [_java_bin(), "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+           "-t", cluster_id, "-c", str(config), "--ignore-formatted"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=home, check=False)
+    if result.returncode != 0:
+        raise DevEnvError(f"formatting Kafka storage in {home / 'data'} failed:\n{result.stdout}{result.stderr}")
+
+
+def _wait_brokers_registered(any_broker: LocalCluster, brokers: int, timeout: float) -> None:
+    """Wait until the cluster's metadata lists all `brokers` (a topic of RF N can be created only then)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": any_broker.bootstrap_servers, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            seen = len(admin.list_topics(timeout=5).brokers)
+            if seen >= brokers:
+                return
+        time.sleep(0.5)
+    raise DevEnvError(f"only {seen} of {brokers} brokers of {any_broker.name} registered within {timeout:.0f}s")

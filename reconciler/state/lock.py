@@ -2,8 +2,10 @@
 
 Built on what Kafka guarantees for one partition: a total order. A contender appends a claim
 (`lock/<id>`) and reads the partition back; the holder is the earliest claim still alive (not released,
-lease not expired, and not held by a process of this host that is gone). Everyone reads the same order, so
-everyone agrees. The holder renews its lease (`lease/<id>`) from a background thread. Fencing: the holder
+lease not expired, and not held by a process of this host that is gone). Lease expiry is judged on the
+broker's clock: the state topic keeps LogAppendTime, so a lease's age is the append time of the contender's own
+fresh record minus that of the holder's latest renewal; no two hosts' clocks are compared. Everyone reads the
+same order, so everyone agrees. The holder renews its lease (`lease/<id>`) from a background thread. Fencing: the holder
 then creates the state topic's transactional producer, which fences any older writer, so an apply that lost
 its lease cannot write state, and the executor asks `StateLock.check` before each cluster change, so an apply
 whose lease lapsed stops before its next one. `force_unlock` releases a claim and fences its writer at once.
@@ -42,8 +44,17 @@ def describe(claim: LockClaim) -> str:
     return f"lock {claim.id} held by {who} for {claim.operation} since {started}"
 
 
-def alive(claim: LockClaim, now: float) -> bool:
-    if claim.lease_until <= now:
+def alive(claim: LockClaim, now: float, log_time: float | None = None) -> bool:
+    """Whether a claim still holds: its lease not expired, and (on this host) its process not gone.
+
+    With `log_time` (the broker's append time of a record the asker just wrote, or of a later one) and the broker's
+    append time of the claim's latest lease, expiry is judged on the broker's clock alone: no two hosts' clocks are
+    compared. Otherwise (a state topic without append times) by `now` against the holder's `lease_until`.
+    """
+    if log_time is not None and claim.renewed_at is not None and claim.lease_seconds is not None:
+        if log_time - claim.renewed_at > claim.lease_seconds:
+            return False
+    elif claim.lease_until <= now:
         return False
     h = claim.holder
     if h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int) and h.get("pid") != os.getpid():
@@ -51,9 +62,12 @@ def alive(claim: LockClaim, now: float) -> bool:
     return True
 
 
-def holder(snapshot: StateSnapshot, now: float | None = None) -> LockClaim | None:
+def holder(snapshot: StateSnapshot, now: float | None = None, by_log: bool = False) -> LockClaim | None:
+    """The earliest live claim. `by_log`: the snapshot was read right after this process appended to the topic,
+    so its newest record's broker time is "now" on the broker's clock (or a moment before: never too late)."""
     now = time.time() if now is None else now
-    live = sorted((c for c in snapshot.claims.values() if alive(c, now)), key=lambda c: c.offset)
+    log_time = snapshot.log_time if by_log else None
+    live = sorted((c for c in snapshot.claims.values() if alive(c, now, log_time)), key=lambda c: c.offset)
     return live[0] if live else None
 
 
@@ -78,11 +92,9 @@ class StateLock:
             now = time.time()
             claim = {"id": self.id, "holder": whoami(), "operation": self.operation, "claimed_at": now,
                      "lease_until": now + self.lease}  # fmt: skip
-            self.store.append(
-                [(LOCK + self.id, claim), (LEASE + self.id, {"id": self.id, "lease_until": now + self.lease})]
-            )
+            self.store.append([(LOCK + self.id, claim), (LEASE + self.id, self._lease_doc())])
             snapshot = self.store.read()
-            first = holder(snapshot)
+            first = holder(snapshot, by_log=True)  # we just appended our claim: the log's time is now
             if first is not None and first.id == self.id:
                 break
             self._release()
@@ -124,11 +136,15 @@ class StateLock:
     def _renew(self) -> None:
         while not self._stop.wait(self.lease / 3):
             try:
-                self.store.append([(LEASE + self.id, {"id": self.id, "lease_until": time.time() + self.lease})])
+                self.store.append([(LEASE + self.id, self._lease_doc())])
             except Exception as exc:  # the apply stops before its next change (`check`)
                 self.lost = str(exc)
             else:
                 self._renewed_at = time.monotonic()
+
+    def _lease_doc(self) -> dict[str, Any]:
+        # lease_until: for readers of a topic without append times; lease_seconds: with the broker's append time
+        return {"id": self.id, "lease_until": time.time() + self.lease, "lease_seconds": self.lease}
 
     def _release(self) -> None:
         self.store.append([(LOCK + self.id, None), (LEASE + self.id, None)])

@@ -15,6 +15,7 @@ Secrets never reach these records: resources hold plan forms, which carry secret
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,10 @@ class LockClaim:
     operation: str
     claimed_at: float
     lease_until: float
+    #: The broker's append time (LogAppendTime, seconds) of the claim's latest lease record, and the lease's length:
+    #: liveness by the log's own clock (see `reconciler.state.lock.alive`); None when the topic has no such times.
+    renewed_at: float | None = None
+    lease_seconds: float | None = None
 
 
 @dataclass
@@ -64,6 +69,8 @@ class StateSnapshot:
     history: dict[str, dict[str, Any]] = field(default_factory=dict)
     claims: dict[str, LockClaim] = field(default_factory=dict)
     end_offset: int = 0
+    #: The broker's append time (seconds) of the newest record read; None when the topic does not keep append times.
+    log_time: float | None = None
 
     def recorded(self) -> RecordedState:
         return RecordedState(
@@ -81,10 +88,20 @@ class StateSnapshot:
         return [self.history[k] for k in sorted(self.history)]
 
 
-def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
-    """Fold (key, value, offset) records, in log order, into a snapshot. The latest value of a key wins."""
-    snap = StateSnapshot()
+def fold(
+    records: list[tuple[str, bytes | None, int]],
+    append_times: Mapping[int, float] | None = None,
+    log_time: float | None = None,
+) -> StateSnapshot:
+    """Fold (key, value, offset) records, in log order, into a snapshot. The latest value of a key wins.
+
+    `append_times`: the broker's append time (seconds) per offset of the lock and lease records, when the topic
+    keeps them (LogAppendTime); `log_time`: that of the newest record.
+    """
+    times = append_times or {}
+    snap = StateSnapshot(log_time=log_time)
     leases: dict[str, float] = {}
+    renewed: dict[str, tuple[float, float]] = {}  # claim -> (broker time of its latest lease, lease seconds)
     raw_claims: dict[str, tuple[int, dict[str, Any]]] = {}
     parts: dict[str, dict[int, list[dict[str, Any]]]] = {}
     # A resource's value is parsed only once its latest record is known: every apply writes each resource at least
@@ -118,8 +135,11 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
             claim_id = key[len(LEASE) :]
             if doc is None:
                 leases.pop(claim_id, None)
+                renewed.pop(claim_id, None)
             else:
                 leases[claim_id] = float(doc["lease_until"])
+                if offset in times and doc.get("lease_seconds") is not None:
+                    renewed[claim_id] = (times[offset], float(doc["lease_seconds"]))
     snap.resources = {address: json.loads(value) for address, value in resources.items()}
     for key, doc in snap.history.items():
         doc["changes"] = [c for _, chunk in sorted(parts.get(key, {}).items()) for c in chunk]
@@ -131,5 +151,7 @@ def fold(records: list[tuple[str, bytes | None, int]]) -> StateSnapshot:
             operation=doc.get("operation", ""),
             claimed_at=float(doc.get("claimed_at", 0)),
             lease_until=leases.get(claim_id, float(doc.get("lease_until", 0))),
+            renewed_at=renewed[claim_id][0] if claim_id in renewed else None,
+            lease_seconds=renewed[claim_id][1] if claim_id in renewed else None,
         )
     return snap

@@ -18,13 +18,15 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from reconciler.adapters.kafka_admin import KafkaAdmin, unreachable
 from reconciler.errors import KmirrorError
 from reconciler.plan.topics import durable_configs, internal_replication_factor
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
+    LEASE,
+    LOCK,
     META,
     RESOURCE,
     StateSnapshot,
@@ -35,6 +37,7 @@ from reconciler.state.records import (
 )
 
 PARTITION = 0
+LOCK_PREFIX, LEASE_PREFIX = LOCK.encode(), LEASE.encode()
 
 
 class StateError(KmirrorError):
@@ -85,6 +88,8 @@ class StateStore:
                 return StateSnapshot()
             low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self.timeout)
             records: list[tuple[str, bytes | None, int]] = []
+            append_times: dict[int, float] = {}  # broker time of the lock and lease records (LogAppendTime)
+            log_time: float | None = None
             if high > low:
                 consumer.assign([TopicPartition(self.topic, PARTITION, low)])
                 deadline = time.monotonic() + self.timeout
@@ -99,6 +104,11 @@ class StateStore:
                                 continue
                             raise StateError(f"reading state topic {self.topic} on {self.cluster}: {err.str()}")
                         key = msg.key()
+                        kind, stamp = msg.timestamp()
+                        if kind == TIMESTAMP_LOG_APPEND_TIME:
+                            log_time = stamp / 1000
+                            if key is not None and key.startswith((LOCK_PREFIX, LEASE_PREFIX)):
+                                append_times[int(msg.offset())] = stamp / 1000
                         if key is not None:
                             records.append((key.decode(), msg.value(), int(msg.offset())))
                     if eof:
@@ -109,7 +119,7 @@ class StateStore:
                         f"{self.timeout:.0f}s (an open transaction of a stuck apply holds it back; "
                         "see `kmirror state history`)"
                     )
-            return fold(records)
+            return fold(records, append_times, log_time)
         finally:
             consumer.close()
 
@@ -126,10 +136,13 @@ class StateStore:
     def ensure_topic(self) -> None:
         admin = KafkaAdmin(self.cluster, self._config, self.timeout)
         if self.topic in admin.topics():
+            # The lock judges leases by the broker's append times: a state topic made before keeps them from now on
+            # (best effort: without them, leases are judged by the hosts' clocks as before).
+            admin.alter_topic_configs({self.topic: ({"message.timestamp.type": "LogAppendTime"}, [])})
             return
         # As the planner creates every internal topic: min(3, brokers) replicas, min.insync.replicas to match.
         rf = internal_replication_factor(admin.brokers)
-        configs = {"cleanup.policy": "compact", **durable_configs(rf)}
+        configs = {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime", **durable_configs(rf)}
         [outcome] = admin.create_topics([(self.topic, 1, rf, configs)])
         if not outcome.ok:
             raise StateError(f"could not create state topic {self.topic} on '{self.cluster}': {outcome.message}")

@@ -378,6 +378,19 @@ def test_a_deployed_job_is_recorded_with_the_runners_identity_of_it() -> None:
     assert attributes == {**(job("f").after or {}), "deployment": deployment}
 
 
+def test_a_new_job_is_recorded_as_pending_before_the_runner_starts_it() -> None:
+    events: Events = []
+    recorder = FakeRecorder(events)
+
+    class Runner(FakeRunner):
+        def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None:
+            assert [a for a, _, _ in recorder.intended] == [f"job/{flow}"]  # known before it can run
+            return super().deploy(flow, spec, spec_digest)
+
+    Executor({}, recorder, Runner(events)).run(plan_of(job("f")))
+    assert events == [("deploy", "f"), ("record", "job/f")]
+
+
 def test_a_deployed_job_without_an_identity_is_recorded_as_planned() -> None:
     _, _, recorder = run(job("f"), deployment=None)
     assert recorder.by_address()["job/f"][2] == job("f").after

@@ -1,0 +1,106 @@
+"""Brokers going away while records flow: a rolling restart of every broker of both three-broker clusters
+(controlled shutdowns and kill -9), and the whole target cluster down for longer than every client timeout.
+
+Every record the source acknowledged (acks=all, idempotent producer, RF 3, min.insync.replicas 2) must be on
+the target afterwards; duplicates are counted (at-least-once delivery allows them), lost records must be 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from reconciler.devenv import kafka_local
+from tests.faults.conftest import (
+    BROKERS,
+    FaultWorld,
+    Load,
+    bounce,
+    create_topic,
+    read_values,
+    report,
+    tally,
+    wait_copied,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+
+def _start_flow(world: FaultWorld, topic: str, load: Load) -> str:
+    world.kmirror("apply", "-f", str(world.spec()), "--auto-approve", check=True)
+    remote = world.remote(topic)
+    wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
+    return remote
+
+
+@pytest.mark.timeout(900)
+def test_a_rolling_restart_of_every_broker_loses_no_acknowledged_record(world: FaultWorld) -> None:
+    topic = f"{world.prefix}orders"
+    create_topic(world.source, topic, 3)
+    bounces = []
+    with Load(world.source, topic, 3, rate=1000) as load:
+        remote = _start_flow(world, topic, load)
+        duplicates = tally(load, world.target, remote).duplicates
+        # Each cluster sees both a controlled shutdown and a kill -9; one broker at a time, each back in sync first.
+        for cluster, kills in ((world.source, (False, True, False)), (world.target, (True, False, True))):
+            for broker, kill in zip(range(1, BROKERS + 1), kills, strict=True):
+                seconds = bounce(cluster, broker, kill)
+                now = tally(load, world.target, remote).duplicates
+                bounces.append(
+                    {
+                        "broker": f"{cluster.name}-{broker}",
+                        "how": "kill -9" if kill else "SIGTERM",
+                        "back_in_sync_s": round(seconds, 1),
+                        "duplicates": now - duplicates,
+                    }
+                )
+                duplicates = now
+        time.sleep(2)
+    result, recovery = wait_copied(load, world.target, remote, 300)
+    report(
+        "rolling_restart",
+        records=result.records,
+        lost=result.lost,
+        duplicates=result.duplicates,
+        recovery_s=round(recovery, 1),
+        producer_failures=load.failed,
+        bounces=bounces,
+    )
+    assert load.failed == 0, f"{load.failed} records the source never acknowledged (not losses; but unexpected)"
+    assert result.lost == 0, f"{result.lost} acknowledged records missing on the target, e.g. {result.lost_examples}"
+
+
+@pytest.mark.outage
+@pytest.mark.timeout(1500)
+def test_replication_resumes_without_apply_after_the_target_was_down_longer_than_every_timeout(
+    world: FaultWorld,
+) -> None:
+    """Needs the job to retry forever with capped backoff (it gave up after five failed restarts in a row)."""
+    topic = f"{world.prefix}outage"
+    create_topic(world.source, topic, 3)
+    target = world.target
+    with Load(world.source, topic, 3, rate=500) as load:
+        remote = _start_flow(world, topic, load)
+        pids = [target.broker_pid(b) for b in range(1, BROKERS + 1)]
+        for pid in pids:
+            os.killpg(pid, signal.SIGKILL)
+        down_at = time.monotonic()
+        time.sleep(330)  # past the job's old give-up time (~5 minutes) and every client timeout
+        target.start()
+        back_at = time.monotonic()
+        time.sleep(10)
+    result, recovery = wait_copied(load, target, remote, 600)
+    report(
+        "target_outage",
+        records=result.records,
+        lost=result.lost,
+        duplicates=result.duplicates,
+        outage_s=round(back_at - down_at, 1),
+        recovery_s=round(recovery, 1),
+    )
+    assert result.lost == 0, f"{result.lost} acknowledged records missing on the target, e.g. {result.lost_examples}"
+    assert all(b.running for b in kafka_local.broker_states(target.home))
