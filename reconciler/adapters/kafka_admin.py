@@ -21,7 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -263,6 +269,22 @@ class KafkaAdmin:
 
     def start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """The topic id of each named topic that exists (KIP-516): it changes when a topic is deleted and created
+        again under the same name. Topics that do not exist (any more) are left out."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        self.round_trips += 1
+        futures = self._admin.describe_topics(TopicCollection(wanted), request_timeout=self.timeout)
+        out = {}
+        for name, future in futures.items():
+            try:
+                out[name] = str(future.result(timeout=self.timeout + 5).topic_id)
+            except KafkaException:
+                continue  # gone, or not yet in metadata: asked again next time
+        return out
 
     def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
         request = {TopicPartition(t, p): spec for t, p in partitions}

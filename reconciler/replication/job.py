@@ -479,7 +479,9 @@ class ReplicationJob:
             partitions = self.metrics.partitions()
             if partitions:
                 self.metrics.observe_source_ends(self.source_admin.end_offsets(partitions))
-                for event in self.metrics.observe_source_starts(self.source_admin.start_offsets(partitions)):
+                events = self.metrics.observe_topic_ids(self.source_admin.topic_ids({t for t, _ in partitions}))
+                events += self.metrics.observe_source_starts(self.source_admin.start_offsets(partitions))
+                for event in events:
                     log.warning("data loss: %s", event)
                     self.status.update(
                         data_loss_records=self.metrics.data_loss_records,

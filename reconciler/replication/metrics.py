@@ -110,6 +110,7 @@ class ReplicationMetrics(Collector):
         self.batches = 0
         self.last_batch_at: float | None = None
         self.restarts = 0
+        self._topic_ids: dict[str, str] = {}
         self.data_loss_records = 0
         self.data_loss_events = 0
         # (flow, group, source topic, partition) -> (its readiness at the last checkpoint cycle, wall time it last
@@ -186,6 +187,31 @@ class ReplicationMetrics(Collector):
                     self.data_loss_records += start - pos
                     self.data_loss_events += 1
                     self._positions[key] = start
+        return events
+
+    def observe_topic_ids(self, ids: Mapping[str, str]) -> list[str]:
+        """The source topics' ids: a topic whose id changed was deleted and created again under its name.
+
+        The job reads on from its position in the old topic, so the new topic's records below that position are
+        never copied: counted as lost (from the end offsets last observed) and reported, never silent.
+        """
+        events = []
+        with self._lock:
+            for topic, topic_id in ids.items():
+                known = self._topic_ids.get(topic)
+                self._topic_ids[topic] = topic_id
+                if known is None or known == topic_id:
+                    continue
+                ends = self._source_ends
+                skipped = {key: min(pos, ends.get(key, 0)) for key, pos in self._positions.items() if key[0] == topic}
+                self._positions.update(skipped)  # where Spark reads on in the new topic
+                lost = sum(skipped.values())
+                self.data_loss_records += lost
+                self.data_loss_events += 1
+                events.append(
+                    f"{topic}: deleted and created again (topic id {known} -> {topic_id}); the job reads on from its "
+                    f"old positions, so {lost} record(s) of the new topic below them are not copied"
+                )
         return events
 
     def reset_positions(self, positions: Mapping[TopicPartition, int]) -> None:

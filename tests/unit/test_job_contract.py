@@ -99,3 +99,15 @@ def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_pa
     runner.forget("f")
     assert not checkpoint.exists() and not runner.folder("f").runner.exists()
     assert runner.job("f") is None  # added back, the flow is deployed afresh
+
+
+def test_a_source_topic_created_again_is_data_loss_reported_once_not_silence() -> None:
+    m = ReplicationMetrics("a", "b")
+    assert m.observe_topic_ids({"t": "id-1"}) == []  # first sight
+    m.observe_positions({("t", 0): 100, ("t", 1): 40})
+    m.observe_source_ends({("t", 0): 100, ("t", 1): 10})  # the new topic already holds 100 and 10 records
+    (event,) = m.observe_topic_ids({"t": "id-2"})
+    assert "deleted and created again" in event and "110 record(s)" in event
+    assert (m.data_loss_records, m.data_loss_events) == (110, 1)
+    assert m.observe_topic_ids({"t": "id-2"}) == []
+    assert m.observe_source_starts({("t", 0): 0, ("t", 1): 0}) == []  # not reported a second time as "went back"
