@@ -5,9 +5,12 @@ For each committed source offset G of a flow's groups and its newest offset-sync
   - on the source, the records of the partition from U up to and including the first one at or after G;
   - on the target, as many records of the remote partition from D, plus one;
 and hands them to `reconciler.offsets.exact.match_exact`, which says whether the copy matches record for record
-and what the exact offset is. Reads are bounded: at most `offset_lag_max + EXACT_MARGIN` records per range (a
-sync is written at least every `offset_lag_max` records, so more means syncs are missing: conservative).
-Requests sharing a partition and a sync share one read.
+and what the exact offset is. Reads are bounded: at most `offset_lag_max + EXACT_MARGIN` records per range are
+kept and compared (a sync is written at least every `offset_lag_max` records, so more means syncs are missing:
+conservative); the consumer's prefetch may fetch a little more, within its fetch size settings. Requests sharing
+a partition and a sync share one read, and the ranges of all partitions are read together, one round per sync
+(a partition whose groups sit after two different syncs takes two rounds). Pausing a finished partition was
+tried and dropped: it stalled the other partitions' reads until the timeout.
 
 Must not: decide the answer (that is `reconciler.offsets.exact`), write anything, commit an offset (its
 consumers never join or commit a group), or read more than the bound per range.
