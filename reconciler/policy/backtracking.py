@@ -265,7 +265,7 @@ def _overlapping_alternation(pattern: str) -> str:
     matches in linear time but Java's does not.
     """
     for body in _repeated_groups(pattern):
-        alternatives = _split_alternatives(body)
+        alternatives = split_alternatives(body)
         if len(alternatives) < 2:
             continue
         firsts: list[frozenset[str]] = []
@@ -319,7 +319,8 @@ def _group_body(inner: str) -> str:
     return inner[match.end() :] if match else inner
 
 
-def _split_alternatives(body: str) -> list[str]:
+def split_alternatives(body: str) -> list[str]:
+    """`body` split at its top-level `|` (not inside a group or a character class; escapes kept)."""
     parts: list[str] = []
     depth = 0
     in_class = False

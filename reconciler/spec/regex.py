@@ -30,7 +30,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from reconciler.policy.backtracking import catastrophic_backtracking
+from reconciler.policy.backtracking import catastrophic_backtracking, split_alternatives
 from reconciler.spec.issues import Severity
 
 
@@ -269,26 +269,7 @@ def literal_prefix(pattern: str) -> str:
 
 
 def _has_top_level_alternation(pattern: str) -> bool:
-    depth = 0
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            return True
-        i += 1
-    return False
+    return len(split_alternatives(pattern)) > 1
 
 
 def backtracking_problems(pattern: str) -> list[RegexProblem]:
