@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Mapping
@@ -32,6 +33,38 @@ SPARK_DEFAULTS = {
 
 #: This machine's name, as recorded with a local job (a job is only seen from the host it runs on).
 HOST = socket.gethostname()
+
+
+_LOG4J2_APPENDERS = {
+    # spark-submit on this machine: the JVM's stderr, which the runner appends to driver.log
+    "console": "appender.console.type = Console\nappender.console.name = console\n"
+    "appender.console.target = SYSTEM_ERR\n",
+    # a driver on a worker: straight into the job's driver.log on the shared filesystem
+    "file": "appender.file.type = File\nappender.file.name = file\nappender.file.append = true\n"
+    "appender.file.fileName = @LOG@\n",
+}
+
+
+def log4j2_properties(appender: str, log: Path | None = None) -> str:
+    """The driver JVM's log configuration: WARN and up, to `appender` (`console`, or `file` writing `log`)."""
+    return (
+        f"rootLogger.level = warn\nrootLogger.appenderRef.{appender}.ref = {appender}\n"
+        + _LOG4J2_APPENDERS[appender].replace("@LOG@", str(log))
+        + f"appender.{appender}.layout.type = PatternLayout\n"
+        f"appender.{appender}.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss,SSS}} %p %c{{1}}: %m%n%ex\n"
+        '# "Current batch is falling behind" after every batch longer than the trigger interval: expected under load.\n'
+        "logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor\n"
+        "logger.trigger.level = error\n"
+    )
+
+
+def forget_job(folder: JobFolder, previous: Mapping[str, Any]) -> None:
+    """Delete a stopped job's checkpoint (a local path) and its folder's runner record: its flow is gone."""
+    checkpoint = previous.get("checkpoint")
+    if isinstance(checkpoint, str) and "://" not in checkpoint:
+        shutil.rmtree(checkpoint.removeprefix("file:"), ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        folder.runner.unlink()
 
 
 class JobRunnerError(KmirrorError):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -51,8 +50,10 @@ from reconciler.runners.common import (
     alive,
     checkpoint_for,
     checkpoint_missing,
+    forget_job,
     job_info,
     job_jars,
+    log4j2_properties,
     now,
     read_json,
     spark_properties,
@@ -66,19 +67,6 @@ from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 
 ENTRY = Path(__file__).parents[1] / "replication" / "entry.py"
-
-_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.console.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %p %c{1}: %m%n%ex
-# "Current batch is falling behind" after every batch longer than the trigger interval: expected under load.
-logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor
-logger.trigger.level = error
-"""
 
 
 @dataclass(frozen=True)
@@ -154,7 +142,7 @@ class LocalRunner:
         self.stop(flow)
         folder.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(folder.spec)
-        write_private(folder.path / "log4j2.properties", _LOG4J2)
+        write_private(folder.path / "log4j2.properties", log4j2_properties("console"))
         props = spark_properties(spark)
         props["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
         write_properties(folder.path / "spark.properties", props)
@@ -219,16 +207,10 @@ class LocalRunner:
         write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
 
     def forget(self, flow: str) -> None:
-        """Delete the stopped job's checkpoint (a local path) and its folder's runner record: the flow is gone."""
+        """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        if not previous:
-            return
-        folder = self.folder(flow)
-        checkpoint = previous.get("checkpoint")
-        if isinstance(checkpoint, str) and "://" not in checkpoint:
-            shutil.rmtree(checkpoint, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            folder.runner.unlink()
+        if previous:
+            forget_job(self.folder(flow), previous)
         self.deployments.pop(flow, None)
 
     # -- the planner's input --------------------------------------------------------------------------------

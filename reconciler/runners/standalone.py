@@ -35,7 +35,6 @@ Must not: decide whether a job should run (the planner does), or touch another f
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -52,8 +51,10 @@ from reconciler.runners.common import (
     checkpoint_for,
     checkpoint_missing,
     folder_of,
+    forget_job,
     job_info,
     job_jars,
+    log4j2_properties,
     now,
     read_json,
     spark_properties,
@@ -70,19 +71,6 @@ ENTRY = Path(__file__).parents[1] / "replication" / "standalone_entry.py"
 STOP_FILE = "stop.request"
 
 #: The driver's JVM log: WARN and up, appended to the flow's driver.log beside the Python job's output.
-_LOG4J2_FILE = """\
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.append = true
-appender.file.fileName = @LOG@
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %p %c{1}: %m%n%ex
-# "Current batch is falling behind" after every batch longer than the trigger interval: expected under load.
-logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor
-logger.trigger.level = error
-"""
 
 
 @dataclass(frozen=True)
@@ -176,7 +164,7 @@ class StandaloneRunner:
             raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
         folder.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(folder.spec)
-        write_private(folder.path / "log4j2.properties", _LOG4J2_FILE.replace("@LOG@", str(folder.log)))
+        write_private(folder.path / "log4j2.properties", log4j2_properties("file", folder.log))
         if "://" not in checkpoint:
             Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
         for stale in (folder.status, folder.stop):
@@ -228,16 +216,10 @@ class StandaloneRunner:
         write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
 
     def forget(self, flow: str) -> None:
-        """Delete the stopped job's checkpoint (a local path) and its folder's runner record: the flow is gone."""
+        """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        if not previous:
-            return
-        folder = self.folder(flow, previous)
-        checkpoint = previous.get("checkpoint")
-        if isinstance(checkpoint, str) and "://" not in checkpoint:
-            shutil.rmtree(checkpoint, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            folder.runner.unlink()
+        if previous:
+            forget_job(self.folder(flow, previous), previous)
         self.deployments.pop(flow, None)
 
     # -- the planner's input --------------------------------------------------------------------------------
