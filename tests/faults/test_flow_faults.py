@@ -44,11 +44,6 @@ def test_a_flow_disabled_and_enabled_again_while_records_flow_loses_nothing(worl
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the job of a flow added back resumes from the removed flow's checkpoint and offset-syncs, so the records "
-    "copied before the removal are not copied again into the new remote topic (job/runner side, issue 15 lead)",
-)
 @pytest.mark.timeout(600)
 def test_a_flow_removed_with_prune_and_added_back_mirrors_every_record_again(world: FaultWorld) -> None:
     topic = f"{world.prefix}readded"
