@@ -111,6 +111,8 @@ class ReplicationMetrics(Collector):
         self.last_batch_at: float | None = None
         self.restarts = 0
         self._topic_ids: dict[str, str] = {}
+        #: Partitions of re-created topics: (the job's old position, records below it counted as lost so far).
+        self._holes: dict[TopicPartition, tuple[int, int]] = {}
         self.data_loss_records = 0
         self.data_loss_events = 0
         # (flow, group, source topic, partition) -> (its readiness at the last checkpoint cycle, wall time it last
@@ -164,12 +166,15 @@ class ReplicationMetrics(Collector):
             self._source_ends.update(ends)
 
     def observe_source_starts(self, starts: Mapping[TopicPartition, int]) -> list[str]:
-        """Log start offsets of the source partitions: what the job can no longer copy is data loss.
+        """Log start offsets of the source partitions (after `observe_source_ends`): what the job can no longer
+        copy is data loss, counted and returned as events in words; never silent.
 
-        A start past the replicated position means records were deleted (retention, DeleteRecords) before they
-        were copied: they are counted, and the position moves to the start (Spark reads on from there). An end
-        below the position means the partition's offsets went back (the topic was deleted and re-created): an
-        event, and the position follows the new log. Returns the events in words.
+        - A start past the replicated position: records deleted (retention, DeleteRecords) before they were
+          copied. Counted; the position moves to the start (Spark reads on from there).
+        - An end below the position: the partition's offsets went back, the topic was deleted and created again
+          (see also `observe_topic_ids`). Spark reads on from its old position, so the new topic's records below it
+          are never copied: a hole, counted as records arrive in it (`_count_holes`), until the new log reaches
+          the old position.
         """
         events = []
         with self._lock:
@@ -178,23 +183,21 @@ class ReplicationMetrics(Collector):
                 if pos is None:
                     continue
                 end = self._source_ends.get(key)
-                if end is not None and end < pos:
+                if end is not None and end < pos and key not in self._holes:
                     events.append(f"{key[0]}[{key[1]}]: offsets went back from {pos} to {end} (topic re-created?)")
-                    self._positions[key] = start
-                    self.data_loss_events += 1
-                elif start > pos:
+                    self._open_hole(key, pos)
+                    self._topic_ids.pop(key[0], None)  # the new topic's id is a first sight, not a second re-creation
+                elif start > pos and key not in self._holes:
                     events.append(f"{key[0]}[{key[1]}]: {start - pos} records deleted before they were copied")
                     self.data_loss_records += start - pos
                     self.data_loss_events += 1
                     self._positions[key] = start
+            events.extend(self._count_holes())
         return events
 
     def observe_topic_ids(self, ids: Mapping[str, str]) -> list[str]:
-        """The source topics' ids: a topic whose id changed was deleted and created again under its name.
-
-        The job reads on from its position in the old topic, so the new topic's records below that position are
-        never copied: counted as lost (from the end offsets last observed) and reported, never silent.
-        """
+        """The source topics' ids (KIP-516): a topic whose id changed was deleted and created again under its
+        name. Each of its partitions gets a hole below the job's position (see `observe_source_starts`)."""
         events = []
         with self._lock:
             for topic, topic_id in ids.items():
@@ -202,16 +205,34 @@ class ReplicationMetrics(Collector):
                 self._topic_ids[topic] = topic_id
                 if known is None or known == topic_id:
                     continue
-                ends = self._source_ends
-                skipped = {key: min(pos, ends.get(key, 0)) for key, pos in self._positions.items() if key[0] == topic}
-                self._positions.update(skipped)  # where Spark reads on in the new topic
-                lost = sum(skipped.values())
-                self.data_loss_records += lost
-                self.data_loss_events += 1
+                opened = [key for key in self._positions if key[0] == topic and key not in self._holes]
+                for key in opened:
+                    self._open_hole(key, self._positions[key])
+                if opened:
+                    events.append(
+                        f"{topic}: deleted and created again (topic id {known} -> {topic_id}); the job reads on from "
+                        "its old positions, so the new topic's records below them are not copied (counted as lost)"
+                    )
+        return events
+
+    def _open_hole(self, key: TopicPartition, position: int) -> None:
+        self._holes[key] = (position, 0)
+        self.data_loss_events += 1
+
+    def _count_holes(self) -> list[str]:
+        """Records that arrived below a hole's old position since the last look: lost, counted once each."""
+        events = []
+        for key, (position, counted) in list(self._holes.items()):
+            below = min(self._source_ends.get(key, 0), position)
+            if below > counted:
+                self.data_loss_records += below - counted
                 events.append(
-                    f"{topic}: deleted and created again (topic id {known} -> {topic_id}); the job reads on from its "
-                    f"old positions, so {lost} record(s) of the new topic below them are not copied"
+                    f"{key[0]}[{key[1]}]: {below - counted} record(s) of the re-created topic below offset {position} "
+                    "not copied"
                 )
+                self._holes[key] = (position, below)
+            if below >= position:
+                del self._holes[key]  # the new log reached the old position: the job copies from here on
         return events
 
     def reset_positions(self, positions: Mapping[TopicPartition, int]) -> None:

@@ -83,9 +83,41 @@ def test_records_deleted_before_they_were_copied_are_counted_once() -> None:
     assert events == ["t[0]: 30 records deleted before they were copied"]
     assert (m.data_loss_records, m.data_loss_events) == (30, 1)
     assert m.observe_source_starts({("t", 0): 130}) == []  # the job reads on from 130: counted once
-    m.observe_source_ends({("t", 1): 5})  # the topic was deleted and re-created: its offsets went back
-    assert m.observe_source_starts({("t", 1): 0}) == ["t[1]: offsets went back from 50 to 5 (topic re-created?)"]
-    assert m.data_loss_events == 2
+
+
+def test_a_topic_created_again_counts_every_record_below_the_jobs_old_position_as_they_arrive() -> None:
+    """Spark reads on from its old position in the new log: what lands below it is never copied."""
+    m = ReplicationMetrics("a", "b")
+    m.observe_positions({("t", 0): 50, ("t", 1): 50})
+    m.observe_source_ends({("t", 0): 50, ("t", 1): 50})
+    assert m.observe_topic_ids({"t": "id-1"}) == []  # first sight
+    m.observe_source_ends({("t", 0): 0, ("t", 1): 0})  # deleted and created again, still empty
+    events = m.observe_source_starts({("t", 0): 0, ("t", 1): 0})
+    assert events == [
+        "t[0]: offsets went back from 50 to 0 (topic re-created?)",
+        "t[1]: offsets went back from 50 to 0 (topic re-created?)",
+    ]
+    assert (m.data_loss_records, m.data_loss_events) == (0, 2)
+    m.observe_source_ends({("t", 0): 30, ("t", 1): 50})  # records arrive below the old position
+    m.observe_source_starts({("t", 0): 0, ("t", 1): 0})
+    assert m.data_loss_records == 80
+    assert m.observe_topic_ids({"t": "id-2"}) == []  # the same re-creation: no second hole
+    m.observe_source_ends({("t", 0): 90, ("t", 1): 70})  # the new logs pass the old position: copied from there
+    m.observe_source_starts({("t", 0): 0, ("t", 1): 0})
+    assert (m.data_loss_records, m.data_loss_events) == (100, 2)
+    m.observe_source_ends({("t", 0): 200, ("t", 1): 200})
+    assert m.observe_source_starts({("t", 0): 0, ("t", 1): 0}) == []
+
+
+def test_a_topic_created_again_is_seen_by_its_id_when_its_offsets_did_not_go_back() -> None:
+    m = ReplicationMetrics("a", "b")
+    m.observe_positions({("t", 0): 100})
+    m.observe_source_ends({("t", 0): 100})
+    m.observe_topic_ids({"t": "id-1"})
+    (event,) = m.observe_topic_ids({"t": "id-2"})  # the new topic already holds 100 records: same end
+    assert "deleted and created again" in event
+    m.observe_source_starts({("t", 0): 0})
+    assert (m.data_loss_records, m.data_loss_events) == (100, 1)
 
 
 def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_path: Path) -> None:
@@ -99,15 +131,3 @@ def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_pa
     runner.forget("f")
     assert not checkpoint.exists() and not runner.folder("f").runner.exists()
     assert runner.job("f") is None  # added back, the flow is deployed afresh
-
-
-def test_a_source_topic_created_again_is_data_loss_reported_once_not_silence() -> None:
-    m = ReplicationMetrics("a", "b")
-    assert m.observe_topic_ids({"t": "id-1"}) == []  # first sight
-    m.observe_positions({("t", 0): 100, ("t", 1): 40})
-    m.observe_source_ends({("t", 0): 100, ("t", 1): 10})  # the new topic already holds 100 and 10 records
-    (event,) = m.observe_topic_ids({"t": "id-2"})
-    assert "deleted and created again" in event and "110 record(s)" in event
-    assert (m.data_loss_records, m.data_loss_events) == (110, 1)
-    assert m.observe_topic_ids({"t": "id-2"}) == []
-    assert m.observe_source_starts({("t", 0): 0, ("t", 1): 0}) == []  # not reported a second time as "went back"
