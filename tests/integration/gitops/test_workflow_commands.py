@@ -62,6 +62,7 @@ def _pr_plan(runner: Runner, gh: FakeGitHub) -> dict[str, str]:
     written = runner.run(
         job, "Write the comment",
         VALIDATE=validate.outcome, PLAN=plan_outcome, RUN_URL="https://github.example/run/1", HEAD_SHA="a" * 40,
+        SECRET_NAMES="KMIRROR_TEST_PASSWORD",
     )  # fmt: skip
     assert written.returncode == 0, written.stderr
     script = step(job, "Post or update the pull-request comment")["with"]["script"]
@@ -107,7 +108,7 @@ def test_pull_request_merge_and_drift_on_real_clusters(world: World, request: py
     create_topics(world.source, (orders, 3, {"retention.ms": "3600000", "cleanup.policy": "delete"}))
     config = _config(world)
     assert config == world.tmp / "kmirror.yaml"
-    runner = Runner(world.tmp, env={"CONFIG": "kmirror.yaml", "KMIRROR_TEST_PASSWORD": SECRET})
+    runner = Runner(world.tmp, env={"CONFIG": "kmirror.yaml", "KMIRROR_TEST_PASSWORD": SECRET, "FORK": "false"})
     pr = FakeGitHub(pr=12)
 
     # 1. the pull request: validate, plan as Markdown, one comment, the JSON plan for the artifact
@@ -179,7 +180,7 @@ def test_pull_request_merge_and_drift_on_real_clusters(world: World, request: py
 def test_a_missing_secret_fails_the_plan_with_its_name(world: World) -> None:
     create_topics(world.source, (f"{world.prefix}a", 1, {}))
     config = _config(world)
-    runner = Runner(world.tmp, env={"CONFIG": config.name})
+    runner = Runner(world.tmp, env={"CONFIG": config.name, "FORK": "false"})
     pr = FakeGitHub(pr=1)
     result = _pr_plan(runner, pr)
     assert result["validate"].startswith("success")  # validate is offline: references are not resolved
