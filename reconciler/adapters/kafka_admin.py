@@ -282,8 +282,8 @@ class KafkaAdmin:
         for name, future in futures.items():
             try:
                 out[name] = str(future.result(timeout=self.timeout + 5).topic_id)
-            except KafkaException:
-                continue  # gone, or not yet in metadata: asked again next time
+            except Exception:  # gone, not yet in metadata, or no answer in time: asked again next time
+                continue
         return out
 
     def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:

@@ -63,6 +63,7 @@ Python code per record.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -238,6 +239,7 @@ class ReplicationJob:
         self.flow = spec.flow
         self.checkpoint = checkpoint
         self.resume_from_syncs = resume_from_syncs
+        self._warned: set[str] = set()
         self._starting_offsets: str | None = None
         self.status = StatusFile(status_path, flow=spec.flow_name, digest=spec.digest)
         self._stopping = threading.Event()
@@ -293,6 +295,10 @@ class ReplicationJob:
         self.source_admin = source_admin
         self._syncs = (syncs_cluster, syncs_topic)
         self._choose_start(spark)
+        # The source topics' ids as the job starts: a topic deleted and created again before the first lag
+        # refresh is still told apart from the one the job read (see ReplicationMetrics.observe_topic_ids).
+        with contextlib.suppress(Exception):
+            self.metrics.observe_topic_ids(source_admin.topic_ids(self.topics.source_partitions()))
         background_stop = threading.Event()
         self.topics.watch(background_stop)
 
@@ -479,7 +485,12 @@ class ReplicationJob:
             partitions = self.metrics.partitions()
             if partitions:
                 self.metrics.observe_source_ends(self.source_admin.end_offsets(partitions))
-                events = self.metrics.observe_topic_ids(self.source_admin.topic_ids({t for t, _ in partitions}))
+                try:
+                    ids = self.source_admin.topic_ids({t for t, _ in partitions})
+                except Exception as exc:  # ids are a second witness of a re-created topic: never stop the rest
+                    self._warn_once(f"topic ids not read: {exc}")
+                    ids = {}
+                events = self.metrics.observe_topic_ids(ids)
                 events += self.metrics.observe_source_starts(self.source_admin.start_offsets(partitions))
                 for event in events:
                     log.warning("data loss: %s", event)
@@ -489,7 +500,13 @@ class ReplicationJob:
                         data_loss_last=event,
                     )
         except Exception as exc:  # a metric must never stop replication
-            log.debug("lag not refreshed: %s", exc)
+            self._warn_once(f"lag and data loss not refreshed: {exc}")
+
+    def _warn_once(self, message: str) -> None:
+        """A warning for each distinct message (a refresh failing every few seconds would flood the log)."""
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning("%s", message)
 
     def _offset_syncs_sent(self) -> int | None:
         """Offset-syncs the interceptors of the driver's JVM sent (all of them in local mode); None if unknown."""
