@@ -63,16 +63,6 @@ class FaultCluster:
         kafka_local.start_brokers(self.name, self.version, self.home, BROKERS, OPTIONS)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`outage` tests (a cluster down for more than 5 minutes) run only when asked for: `pytest -m outage`."""
-    if "outage" in (config.getoption("markexpr", "") or ""):
-        return
-    chosen = [i for i in items if i.get_closest_marker("outage") is None]
-    if len(chosen) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("outage") is not None])
-        items[:] = chosen
-
-
 @pytest.fixture(scope="session")
 def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultCluster, FaultCluster]]:
     root = tmp_path_factory.mktemp("faults")

@@ -7,13 +7,17 @@ the target afterwards; duplicates are counted (at-least-once delivery allows the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
 from reconciler.devenv import kafka_local
+from reconciler.jobcontract.layout import local_job_folder
 from tests.faults.conftest import (
     BROKERS,
     FaultWorld,
@@ -28,6 +32,16 @@ from tests.faults.conftest import (
 )
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+
+def _job_restarts(status_file: Path) -> float:
+    """kmirror_job_restarts_total from the running job's metrics endpoint (0 when it cannot be read)."""
+    try:
+        port = json.loads(status_file.read_text())["metrics_port"]
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except (OSError, ValueError, KeyError):
+        return 0.0
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("kmirror_job_restarts_total"))
 
 
 def _start_flow(world: FaultWorld, topic: str, load: Load) -> str:
@@ -89,7 +103,13 @@ def test_replication_resumes_without_apply_after_the_target_was_down_longer_than
         for pid in pids:
             os.killpg(pid, signal.SIGKILL)
         down_at = time.monotonic()
-        time.sleep(330)  # past the job's old give-up time (~5 minutes) and every client timeout
+        # Past the job's old give-up time (~5 minutes) and every client timeout; meanwhile the job's metrics show
+        # it retrying (its status file, on this host, names the metrics port).
+        restarts_seen = 0.0
+        report_file = local_job_folder(world.state_topic, world.flow).status
+        while time.monotonic() - down_at < 330:
+            time.sleep(15)
+            restarts_seen = max(restarts_seen, _job_restarts(report_file))
         target.start()
         back_at = time.monotonic()
         time.sleep(10)
@@ -104,3 +124,7 @@ def test_replication_resumes_without_apply_after_the_target_was_down_longer_than
     )
     assert result.lost == 0, f"{result.lost} acknowledged records missing on the target, e.g. {result.lost_examples}"
     assert all(b.running for b in kafka_local.broker_states(target.home))
+    assert restarts_seen >= 1, "the job's metrics never showed it restarting its query while the target was down"
+    status = world.kmirror("status", "-f", str(world.spec()), "--format", "json", check=True)
+    (flow,) = json.loads(status.stdout)["flows"]
+    assert flow["running"] and flow["restarts"] >= 1, flow  # kmirror status tells the story afterwards
