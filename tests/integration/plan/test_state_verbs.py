@@ -123,19 +123,22 @@ def test_import_refuses_a_topic_that_does_not_match_the_flow(
 
 def test_import_and_state_rm_wait_for_the_lock(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> None:
     world = new_world(tmp_path, source, target)
-    topic = f"{world.prefix}orders"
-    create_topics(source, (topic, 1, {}))
-    create_topics(target, (world.remote(topic), 1, {}))
+    owned, adopted = f"{world.prefix}orders", f"{world.prefix}payments"
+    for topic in (owned, adopted):
+        create_topics(source, (topic, 1, {}))
+        create_topics(target, (world.remote(topic), 1, {}))
     spec = world.spec()
+    world.kmirror("import", "-f", str(spec), f"topic/{world.dst}/{world.remote(owned)}", check=True)
     desired = load(str(spec)).state
     store = StateStore(world.dst, desired.client_config(world.dst), world.state_topic)
     lock = StateLock(store, "apply")
     with lock.held():
-        held = world.kmirror("import", "-f", str(spec), f"topic/{world.dst}/{world.remote(topic)}")
+        held = world.kmirror("import", "-f", str(spec), f"topic/{world.dst}/{world.remote(adopted)}")
         assert held.returncode == 1 and lock.id in held.stderr
-        rm = world.kmirror("state", "rm", "-f", str(spec), f"topic/{world.dst}/{world.remote(topic)}")
+        rm = world.kmirror("state", "rm", "-f", str(spec), f"topic/{world.dst}/{world.remote(owned)}")
         assert rm.returncode == 1 and lock.id in rm.stderr
-    world.kmirror("import", "-f", str(spec), f"topic/{world.dst}/{world.remote(topic)}", check=True)
+    world.kmirror("import", "-f", str(spec), f"topic/{world.dst}/{world.remote(adopted)}", check=True)
+    world.kmirror("state", "rm", "-f", str(spec), f"topic/{world.dst}/{world.remote(owned)}", check=True)
 
 
 def test_import_adopts_a_synced_acl_and_refuses_one_the_flow_would_not_create(
