@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.errors import KmirrorError
 from reconciler.mm2.wire import Heartbeat
-from reconciler.plan.topics import COMPACT
+from reconciler.plan.topics import COMPACT, durable_configs, internal_replication_factor
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,12 @@ _PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
 
 
 def ensure_internal_topics(admin: KafkaAdmin, names: Iterable[str]) -> None:
-    """Create each topic (1 partition, compacted, broker replication factor) unless it exists."""
+    """Create each topic unless it exists, as the planner does: 1 partition, compacted, min(3, brokers) replicas
+    and min.insync.replicas to match (losing one broker of three loses nothing)."""
     existing = admin.topics()
-    missing = [(n, 1, -1, COMPACT) for n in sorted(set(names)) if n not in existing]
+    rf = internal_replication_factor(admin.brokers)
+    configs = {**COMPACT, **durable_configs(rf)}
+    missing = [(n, 1, rf, configs) for n in sorted(set(names)) if n not in existing]
     for outcome in admin.create_topics(missing):
         if not outcome.ok:
             raise KmirrorError(f"cannot create internal topic {outcome.key} on {admin.cluster}: {outcome.message}")
