@@ -199,19 +199,6 @@ def folder_of(previous: Mapping[str, Any] | None) -> JobFolder | None:
     return JobFolder(Path(folder)) if isinstance(folder, str) and folder else None
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X"):
-            return False
-    return True
-
-
 def tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

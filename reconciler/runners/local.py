@@ -44,10 +44,10 @@ from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_f
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import read_report
 from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.processes import alive
 from reconciler.runners.common import (
     HOST,
     JobRunnerError,
-    alive,
     checkpoint_for,
     checkpoint_missing,
     forget_job,

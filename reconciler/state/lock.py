@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from reconciler.errors import KmirrorError
+from reconciler.processes import alive as process_alive
 from reconciler.state.records import LEASE, LOCK, LockClaim, StateSnapshot
 from reconciler.state.store import StateStore, whoami
 
@@ -58,7 +59,7 @@ def alive(claim: LockClaim, now: float, log_time: float | None = None) -> bool:
         return False
     h = claim.holder
     if h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int) and h.get("pid") != os.getpid():
-        return _pid_alive(int(h["pid"]))  # a holder on this machine that died needs no lease expiry
+        return process_alive(int(h["pid"]))  # a holder on this machine that died needs no lease expiry
     return True
 
 
@@ -161,17 +162,3 @@ def force_unlock(store: StateStore, lock_id: str) -> LockClaim:
     producer: Any = store.fencing_producer()  # fences the old holder's transactional writer
     producer.flush(5)
     return claim
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return True
