@@ -58,7 +58,7 @@ class CycleReport:
 def syncs_location(flow: FlowSpec) -> tuple[str, str]:
     """(cluster alias, topic) of the flow's offset-syncs (MM2's offset-syncs.topic.location)."""
     policy = flow.policy()
-    if flow.offsets.offset_syncs_location == "source":
+    if flow.offsets.syncs_location == "source":
         return flow.source, policy.offset_syncs_topic(flow.target)
     return flow.target, policy.offset_syncs_topic(flow.source)
 

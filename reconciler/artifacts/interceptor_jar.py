@@ -1,7 +1,8 @@
-"""Builds the replication job's producer interceptor jar (`reconciler/replication/jvm/*.java`) with `javac`.
+"""Builds the replication job's JVM jar (`reconciler/replication/jvm/*.java`) with `javac`: the sink producer's
+interceptor and the exactly-once writer (a Spark `ForeachWriter`).
 
 The sources ship inside the `reconciler.replication` package (they are the job's record path); this module
-compiles them against the connector's kafka-clients jar, once per source version, into the kmirror cache (next to
+compiles them against the connector's kafka-clients jar and pyspark's own jars, once per source version, into the kmirror cache (next to
 the Kafka and Spark jars), and returns the jar's path.
 
 Must not: run anything but `javac`, or write outside its cache folder.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
 
-_SOURCES = ("ReplicationInterceptor.java", "OffsetSyncRule.java")
+_SOURCES = ("ReplicationInterceptor.java", "OffsetSyncRule.java", "ExactlyOnceWriter.java", "TransactionalLane.java")
 
 
 def interceptor_jar() -> Path:
@@ -35,7 +36,10 @@ def interceptor_jar() -> Path:
             "the replication job needs a JDK (`javac` is not on PATH) to build its producer interceptor once; "
             "install one, e.g. `apt-get install openjdk-17-jdk-headless`."
         )
+    import pyspark
+
     clients = [p for p in spark_kafka_jars() if p.name.startswith("kafka-clients-")]
+    clients.append(Path(pyspark.__file__).parent / "jars" / "*")  # ForeachWriter, Row, scala-library
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         paths = []

@@ -614,7 +614,7 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
             "translated offsets at every checkpoint (offsets.checkpoint_interval)"
         )
     if (value := take("offset-syncs.topic.location")) is not None:
-        offsets["offset_syncs_location"] = value if value in ("source", "target") else "source"
+        offsets["syncs_location"] = value if value in ("source", "target") else "source"
     if sync["group_offsets"] and not emit_checkpoints:
         sync["group_offsets"] = False
         out.notes.append(f"flow {name}: group offsets cannot be synced without checkpoints; turned off")

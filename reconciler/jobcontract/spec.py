@@ -3,7 +3,7 @@
 The runner writes it (`JobSpec.write`) into the job's folder (`layout.py`), the job reads it (`JobSpec.read`).
 It holds exactly the flow's effective spec (`DesiredState.flow_effective_spec`): the flow, its two clusters and
 the Spark settings, with secrets as the `${env:..}`/`${file:..}` references the user wrote, plus the folder of the
-desired-state file (`${file:..}` paths resolve against it). The job resolves references from its own
+desired-state file (`${file:..}` paths resolve against it) and the file's state topic. The job resolves references from its own
 environment at the moment it builds a client. Where the checkpoint lives is the runner's to say (`layout.py`).
 
 Must not: hold a resolved secret, or do anything but (de)serialise and rebuild the spec models.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import ConfigError
+from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import ClusterSpec, FlowSpec, SparkSpec
 
 FORMAT_VERSION = 1
@@ -32,6 +33,9 @@ class JobSpec:
     effective: Mapping[str, Any]
     digest: str
     base_dir: Path
+    #: The state topic of the desired-state file the flow is in: with the flow's name it keys what the job owns on
+    #: the clusters (its exactly-once transactional ids and group). Older spec files have none: the default one.
+    state_topic: str = DEFAULT_STATE_TOPIC
 
     @property
     def flow(self) -> FlowSpec:
@@ -53,6 +57,7 @@ class JobSpec:
             "flow": self.flow_name,
             "digest": self.digest,
             "base_dir": str(self.base_dir),
+            "state_topic": self.state_topic,
             "spec": dict(self.effective),
         }
 
@@ -77,6 +82,7 @@ class JobSpec:
                 f"{path}: job spec format {data.get('format_version')!r} is not {FORMAT_VERSION}; "
                 "redeploy the flow with this kmirror version"
             )
-        spec = cls(data["flow"], data["spec"], data["digest"], Path(data["base_dir"]))
+        state_topic = data.get("state_topic") or DEFAULT_STATE_TOPIC
+        spec = cls(data["flow"], data["spec"], data["digest"], Path(data["base_dir"]), state_topic)
         spec.flow  # noqa: B018 - validate the flow now, so a broken file fails before Spark starts
         return spec

@@ -4,6 +4,7 @@ The job runner reports, per flow, whether a job runs and the spec digest it runs
 holds the effective flow spec last deployed. A digest change is a redeploy (`replace`: graceful stop, then
 start from the positions reached) whose reason names the fields that changed. A job that is not running is
 restarted (`update`). A flow that is gone or disabled has its job stopped (`delete`) when `prune.jobs` allows.
+`replication.delivery` changing is a redeploy whose reason says what the job does from then on (`delivery_change`).
 `after.operation` says which of deploy/redeploy/restart/stop the executor runs. Pure: values in, values out.
 
 The job status comes from the runner's own API (the Spark master, or the process on this host), keyed by what
@@ -101,9 +102,9 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
         elif known_digest != digest:
             fields = changed_fields((last or {}).get("spec"), spec)
             state = "running" if running_digest else "not running"
-            out.changes.append(
-                change(Action.REPLACE, "redeploy", f"spec changed ({fields}); job {state}, restarts where it stopped")
-            )
+            reason = f"spec changed ({fields}); job {state}, restarts where it stopped"
+            switch = delivery_change((last or {}).get("spec"), flow.replication.delivery)
+            out.changes.append(change(Action.REPLACE, "redeploy", reason + (f"; {switch}" if switch else "")))
         elif running_digest is None:
             detail = f": {info.detail}" if info is not None and info.detail else ""
             if info is not None and info.checkpoint_missing:
@@ -147,6 +148,28 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
             )
         )
     return out
+
+
+def delivery_change(before_spec: Any, delivery: str) -> str | None:
+    """What a change of `replication.delivery` does to the running job, for the redeploy row; None if unchanged."""
+    if not isinstance(before_spec, dict):
+        return None
+    replication = (before_spec.get("flow") or {}).get("replication") or {}
+    old = replication.get("delivery", "at_least_once")
+    if old == delivery:
+        return None
+    if delivery == "exactly_once":
+        return (
+            f"delivery {old} -> {delivery}: the job restarts from its checkpoint; from then on records are written "
+            "in transactions and its source positions are committed on the target (group kmirror-eos.*), so a "
+            "crash re-sends nothing a read_committed consumer sees twice (records copied before the switch stay "
+            "as they are)"
+        )
+    return (
+        f"delivery {old} -> {delivery}: the job stops its transactions and restarts from its checkpoint; from then "
+        "on records are written without transactions (a crash may copy records again); its kmirror-eos.* group "
+        "on the target is no longer updated"
+    )
 
 
 def changed_fields(before: Any, after: Any) -> str:

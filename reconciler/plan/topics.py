@@ -314,7 +314,7 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
             wanted[(flow.source, policy.heartbeats_topic())] = f"heartbeats of flow {flow.name}"
         if flow.offsets.emit_checkpoints:
             wanted[(flow.target, policy.checkpoints_topic(flow.source))] = f"checkpoints of flow {flow.name}"
-        if flow.offsets.offset_syncs_location == "source":
+        if flow.offsets.syncs_location == "source":
             wanted[(flow.source, policy.offset_syncs_topic(flow.target))] = f"offset-syncs of flow {flow.name}"
         else:
             wanted[(flow.target, policy.offset_syncs_topic(flow.source))] = f"offset-syncs of flow {flow.name}"

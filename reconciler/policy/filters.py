@@ -3,7 +3,8 @@
 MM2 joins a filter's regexes with `|` and requires the *whole* name to match (`Pattern.matcher(..).matches()`).
 An empty include list matches nothing. A topic is replicated when it is included (or is a heartbeats topic),
 not excluded, not internal (`__*`, `.*`, `*.internal`, `*-internal`) and not a cycle (it did not come from
-the flow's target). kmirror's own topics (`_kmirror.*`) are never replicated.
+the flow's target). kmirror's own topics (`_kmirror.*`) are never replicated, its exactly-once groups (`kmirror-eos.*`)
+never translated.
 
 No pattern with catastrophic backtracking is ever compiled here (see `policy.backtracking`): a name chosen by
 whoever can create a topic or group on the source must not hang plan or the checkpointer.
@@ -31,6 +32,10 @@ from reconciler.policy.naming import ReplicationPolicy, policy_for
 
 KMIRROR_INTERNAL_TOPIC_PATTERN = r"_kmirror\..*"
 """kmirror's own topics (the state topic and friends); never replicated whatever the filters say."""
+
+KMIRROR_EOS_GROUP_PREFIX = "kmirror-eos."
+"""The groups exactly-once jobs commit their source positions to on the target (`<prefix><state topic>.<flow>`):
+never translated whatever the filters say (their offsets are source offsets held against remote topics)."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,8 @@ def should_replicate_topic(
 
 
 def should_replicate_group(group: str, *, groups: PatternFilter) -> bool:
-    """MM2's DefaultGroupFilter.shouldReplicateGroup."""
-    return groups.matches(group)
+    """MM2's DefaultGroupFilter.shouldReplicateGroup, plus kmirror's exactly-once groups excluded."""
+    return groups.matches(group) and not group.startswith(KMIRROR_EOS_GROUP_PREFIX)
 
 
 def java_subscribe_pattern(

@@ -82,6 +82,7 @@ from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import JobReport
+from reconciler.replication import exactly_once
 from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
 from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
 from reconciler.replication.metrics import ReplicationMetrics, progress_positions, serve
@@ -431,7 +432,9 @@ class ReplicationJob:
                 last_report = time.monotonic()
         if self._stopping.is_set():
             log.info("stop requested: finishing the batch in flight")
-            if self.mode == "realtime":
+            if self.flow.replication.delivery == "exactly_once":
+                pass  # what a stopped batch sent is aborted or skipped on the next start: nothing to wait for
+            elif self.mode == "realtime":
                 self._await_next_batch(query)
             else:
                 while query.isActive and query.status.get("isTriggerActive"):
@@ -587,9 +590,11 @@ class ReplicationJob:
             )
         self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer), self._interceptor)
         stream = spark.readStream.format("kafka").options(**source).load()
+        observed = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
+        if flow.replication.delivery == "exactly_once":
+            return self._start_exactly_once(spark, observed)
         writer = (
-            stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
-            .selectExpr(*sink_projection(flow))
+            observed.selectExpr(*sink_projection(flow))
             .writeStream.queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", self.checkpoint)
         )
@@ -602,6 +607,26 @@ class ReplicationJob:
             )
             return writer.start()
         return writer.trigger(processingTime=self._interval()).foreachBatch(self._write_batch).start()
+
+    def _start_exactly_once(self, spark: Any, observed: Any) -> Any:
+        """The query through the transactional writer (`exactly_once.py`); the syncs go in its transactions when
+        they are on the target."""
+        syncs_cluster, syncs_topic = self._syncs
+        settings = exactly_once.writer_settings(
+            state_topic=self.spec.state_topic,
+            flow=self.flow.name,
+            producer=exactly_once.producer_properties(self._sink),
+            syncs_topic=syncs_topic,
+            syncs_in_transaction=syncs_cluster == self.flow.target,
+            syncs_client=self._java(syncs_cluster),
+            offset_lag_max=self.flow.offsets.offset_lag_max,
+            interval_ms=exactly_once.transaction_interval_ms(
+                spark.conf.get(exactly_once.TRANSACTION_INTERVAL, str(exactly_once.DEFAULT_TRANSACTION_INTERVAL_MS))
+            ),
+        )
+        return exactly_once.start_query(
+            spark, observed, self.flow, settings, checkpoint=self.checkpoint, mode=self.mode, interval=self._interval()
+        )
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         """One micro-batch, written by Spark's Kafka writer in one pass; refused once a stop was requested."""

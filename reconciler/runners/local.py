@@ -135,7 +135,7 @@ class LocalRunner:
         Returns the deployment record once the job reports its query running; raises `JobRunnerError` with the
         log's tail if it exits first or does not come up within `start_timeout`.
         """
-        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir)
+        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir, self.state_topic)
         spark = job_spec.spark
         folder = self.folder(flow)
         previous = self._previous(flow)

@@ -153,7 +153,7 @@ class StandaloneRunner:
         Returns the deployment once the job reports its query running; raises `JobRunnerError` (with the master's
         message or the log's tail) if the driver ends first or does not come up within `start_timeout`.
         """
-        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir)
+        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir, self.state_topic)
         spark = job_spec.spark
         previous = self._previous(flow)
         self.stop(flow)

@@ -249,6 +249,17 @@ class ReplicationSpec(SpecModel):
         description="Mirror into target topics that already exist but were not created by kmirror (migrations "
         "onto pre-created topics). Off: such a topic is a plan-time error.",
     )
+    delivery: Literal["at_least_once", "exactly_once"] = Field(
+        default="at_least_once",
+        description="at_least_once: after a crash some records are written again (duplicates, never losses). "
+        "exactly_once: records are written in Kafka transactions with the source position committed to the target "
+        "in the same transaction, so `read_committed` consumers of the target see every record once (see "
+        "docs/delivery.md for the cost, the group and transactional ids it creates and the ACLs they need). "
+        "Changing it redeploys the job, which restarts from its checkpoint.",
+    )
+
+
+OLD_SYNCS_LOCATION = "offset_syncs_location"
 
 
 class OffsetsSpec(SpecModel):
@@ -266,10 +277,29 @@ class OffsetsSpec(SpecModel):
         default=timedelta(seconds=defaults.MM2_CHECKPOINT_INTERVAL_SECONDS),
         description="How often group offsets are translated: the most a translated offset can lag at cutover.",
     )
-    offset_syncs_location: Literal["source", "target"] = Field(
+    syncs_location: Literal["source", "target"] = Field(
         default="source",
-        description="Cluster of the `mm2-offset-syncs.<other>.internal` topic (MM2's offset-syncs.topic.location).",
+        description="Cluster of the `mm2-offset-syncs.<other>.internal` topic (MM2's offset-syncs.topic.location). "
+        "With replication.delivery exactly_once and 'target', the offset-syncs are written in the same transactions "
+        "as the records. `offset_syncs_location` is accepted as an older name for it.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_name(cls, data: Any) -> Any:
+        """`offset_syncs_location` (kmirror's first name for it) is read as `syncs_location`; both is an error."""
+        if isinstance(data, dict) and OLD_SYNCS_LOCATION in data:
+            if "syncs_location" in data:
+                raise ValueError(
+                    f"both syncs_location and {OLD_SYNCS_LOCATION} (its older name) are set; keep only syncs_location"
+                )
+            data = {("syncs_location" if k == OLD_SYNCS_LOCATION else k): v for k, v in data.items()}
+        return data
+
+    @property
+    def offset_syncs_location(self) -> Literal["source", "target"]:
+        """The older name of `syncs_location`, for code written against it."""
+        return self.syncs_location
 
     @field_validator("checkpoint_interval")
     @classmethod
