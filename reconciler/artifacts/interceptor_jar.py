@@ -2,8 +2,8 @@
 interceptor and the exactly-once writer (a Spark `ForeachWriter`).
 
 The sources ship inside the `reconciler.replication` package (they are the job's record path); this module
-compiles them against the connector's kafka-clients jar and pyspark's own jars, once per source version, into the kmirror cache (next to
-the Kafka and Spark jars), and returns the jar's path.
+compiles them against the connector's kafka-clients jar and pyspark's own jars, once per source version, into
+the kmirror cache (next to the Kafka and Spark jars), and returns the jar's path.
 
 Must not: run anything but `javac`, or write outside its cache folder.
 """

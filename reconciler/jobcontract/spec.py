@@ -3,8 +3,9 @@
 The runner writes it (`JobSpec.write`) into the job's folder (`layout.py`), the job reads it (`JobSpec.read`).
 It holds exactly the flow's effective spec (`DesiredState.flow_effective_spec`): the flow, its two clusters and
 the Spark settings, with secrets as the `${env:..}`/`${file:..}` references the user wrote, plus the folder of the
-desired-state file (`${file:..}` paths resolve against it) and the file's state topic. The job resolves references from its own
-environment at the moment it builds a client. Where the checkpoint lives is the runner's to say (`layout.py`).
+desired-state file (`${file:..}` paths resolve against it) and the file's state topic. The job resolves
+references from its own environment at the moment it builds a client. Where the checkpoint lives is the runner's
+to say (`layout.py`).
 
 Must not: hold a resolved secret, or do anything but (de)serialise and rebuild the spec models.
 """

@@ -1,0 +1,146 @@
+"""Exactly-once delivery under faults: while records flow, the job's driver is killed (kill -9) and started again by
+`kmirror apply`, then a target broker is killed and started again (three brokers, RF 3, min.insync.replicas 2).
+
+With `replication.delivery: exactly_once` (offset-syncs on the target, in the same transactions) a
+`read_committed` consumer of the target must count every acknowledged source record exactly once, in order per
+partition; the flow's `kmirror-eos.*` group must end at the source's end offsets. The same sequence with
+`at_least_once` counts the duplicates, for the note (not asserted). One deployment per mode, faults in sequence.
+
+Not here: kill -9 of an executor (the local runner has one JVM, driver and executor together; see
+docs/delivery.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from reconciler.replication.exactly_once import eos_group
+from reconciler.runners import LocalRunner
+from reconciler.spec.loader import load
+from tests.faults.conftest import (
+    FaultWorld,
+    Load,
+    bounce,
+    create_topic,
+    read_values,
+    report,
+    tally,
+    wait_copied,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+PARTITIONS = 3
+RATE = 10_000
+
+
+def _spec(world: FaultWorld, delivery: str) -> str:
+    path = world.spec()
+    text = path.read_text()
+    text = text.replace(
+        "offsets: {checkpoint_interval: 1h}", "offsets: {checkpoint_interval: 1h, syncs_location: target}"
+    )
+    text = text.replace("sync: {acls: false}", f"sync: {{acls: false}}\n    replication: {{delivery: {delivery}}}")
+    assert f"delivery: {delivery}" in text and "syncs_location: target" in text
+    path.write_text(text)
+    return str(path)
+
+
+def _apply(world: FaultWorld, spec: str) -> None:
+    world.kmirror("apply", "-f", spec, "--auto-approve", check=True)
+
+
+def _kill_driver(world: FaultWorld, spec: str) -> None:
+    loaded = load(spec).state
+    runner = LocalRunner(world.tmp, loaded.spark, state_topic=loaded.state.topic)
+    job = runner.job(world.flow)
+    assert job is not None and job.pid is not None and job.running
+    os.killpg(job.pid, signal.SIGKILL)
+    wait_until("the killed job to be seen stopped", lambda: not runner.status().jobs[world.flow].running, 60)
+
+
+def _in_order(values: dict[int, list[int]]) -> bool:
+    return all(v == sorted(v) for v in values.values())
+
+
+def _run(world: FaultWorld, delivery: str) -> dict[str, Any]:
+    """The fault sequence on one deployment; the figures."""
+    topic = f"{world.prefix}eos"
+    create_topic(world.source, topic, PARTITIONS)
+    remote = world.remote(topic)
+    spec = _spec(world, delivery)
+    faults: dict[str, Any] = {}
+    with Load(world.source, topic, PARTITIONS, rate=RATE) as load:
+        began = time.monotonic()
+        _apply(world, spec)
+        wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
+        time.sleep(5)
+        _kill_driver(world, spec)
+        time.sleep(2)  # records keep coming while the job is down
+        started = time.monotonic()
+        _apply(world, spec)  # plans a restart of the job that is not running
+        faults["driver_restart_s"] = round(time.monotonic() - started, 1)
+        time.sleep(5)
+        faults["target_broker_back_in_sync_s"] = round(bounce(world.target, 2, kill=True), 1)
+        time.sleep(3)
+        load.stop()
+        seconds = time.monotonic() - began
+    result, recovery = wait_copied(load, world.target, remote, 300)
+    values = read_values(world.target, remote)
+    return {
+        "delivery": delivery,
+        "records": result.records,
+        "lost": result.lost,
+        "lost_examples": result.lost_examples,
+        "duplicates": result.duplicates,
+        "in_order": _in_order(values),
+        "load_records_per_s": round(load.acknowledged / seconds),
+        "load_target_per_s": RATE,
+        "caught_up_after_load_s": round(recovery, 1),
+        "producer_failures": load.failed,
+        "remote": remote,
+        **faults,
+    }
+
+
+def _group_offsets(world: FaultWorld, remote: str) -> dict[int, int]:
+    admin = AdminClient(world.target.config())
+    request = ConsumerGroupTopicPartitions(
+        eos_group(world.state_topic, world.flow), [TopicPartition(remote, p) for p in range(PARTITIONS)]
+    )
+    (future,) = admin.list_consumer_group_offsets([request], require_stable=True).values()
+    return {tp.partition: tp.offset for tp in future.result(timeout=30).topic_partitions}
+
+
+def _source_ends(world: FaultWorld, topic: str) -> dict[int, int]:
+    values = read_values(world.source, topic)
+    return {p: len(v) for p, v in values.items()}
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_copies_every_record_once_across_a_driver_kill_and_a_broker_bounce(world: FaultWorld) -> None:
+    figures = _run(world, "exactly_once")
+    remote = figures.pop("remote")
+    group = _group_offsets(world, remote)
+    ends = _source_ends(world, f"{world.prefix}eos")
+    report("exactly_once", **figures, group_offsets=group, source_ends=ends)
+    assert figures["lost"] == 0, f"{figures['lost']} acknowledged records missing, e.g. {figures['lost_examples']}"
+    assert figures["duplicates"] == 0, f"{figures['duplicates']} records on the target twice"
+    assert figures["in_order"], "records out of order within a partition"
+    assert group == ends, "the flow's group does not end at the source's end offsets"
+
+
+@pytest.mark.timeout(600)
+def test_at_least_once_under_the_same_faults_counts_its_duplicates(world: FaultWorld) -> None:
+    figures = _run(world, "at_least_once")
+    figures.pop("remote")
+    report("at_least_once_same_faults", **figures)
+    assert figures["lost"] == 0, f"{figures['lost']} acknowledged records missing, e.g. {figures['lost_examples']}"
