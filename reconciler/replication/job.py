@@ -517,7 +517,8 @@ class ReplicationJob:
             if not str(self._spark.sparkContext.master).startswith("local"):
                 return None  # the interceptors run in the executors' JVMs
             jvm = self._spark.sparkContext._jvm
-            return int(jvm.io.kmirror.replication.ReplicationInterceptor.syncsSent())
+            replication = jvm.io.kmirror.replication  # the interceptors' syncs, and the exactly-once writer's
+            return int(replication.ReplicationInterceptor.syncsSent()) + int(replication.ExactlyOnceWriter.syncsSent())
         except Exception:
             return None
 

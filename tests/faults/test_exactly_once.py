@@ -6,21 +6,27 @@ With `replication.delivery: exactly_once` (offset-syncs on the target, in the sa
 partition; the flow's `kmirror-eos.*` group must end at the source's end offsets. The same sequence with
 `at_least_once` counts the duplicates, for the note (not asserted). One deployment per mode, faults in sequence.
 
-Not here: kill -9 of an executor (the local runner has one JVM, driver and executor together; see
-docs/delivery.md).
+Kill -9 of an executor needs an executor JVM of its own: the last test deploys the exactly-once flow on a Spark
+standalone cluster (a master and a worker started for it), kills the executor JVM of the job's application
+(the worker starts another; Spark retries the tasks there) and counts the same way.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from reconciler.devenv import spark_standalone
+from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.replication.exactly_once import eos_group
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
@@ -31,7 +37,6 @@ from tests.faults.conftest import (
     create_topic,
     read_values,
     report,
-    tally,
     wait_copied,
     wait_until,
 )
@@ -144,3 +149,95 @@ def test_at_least_once_under_the_same_faults_counts_its_duplicates(world: FaultW
     figures.pop("remote")
     report("at_least_once_same_faults", **figures)
     assert figures["lost"] == 0, f"{figures['lost']} acknowledged records missing, e.g. {figures['lost_examples']}"
+
+
+# -- an executor of its own: Spark standalone ---------------------------------------------------------------------
+@pytest.fixture
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[spark_standalone.StandaloneCluster]:
+    home = tmp_path_factory.mktemp("eos-standalone")
+    cluster = spark_standalone.start(home)
+    try:
+        yield cluster
+    finally:
+        spark_standalone.stop(home)
+
+
+def _standalone_spec(world: FaultWorld, cluster: spark_standalone.StandaloneCluster) -> str:
+    path = Path(_spec(world, "exactly_once"))
+    text = path.read_text()
+    text = text.replace("deploy: local", "deploy: standalone")
+    text = text.replace('master: "local[2]"', f'master: "{cluster.master_url}"\n  rest_url: "{cluster.rest_url}"')
+    text = text.replace("checkpoint_root: checkpoints", f'checkpoint_root: "{world.tmp / "shared"}"')
+    text = text.replace(
+        'conf: {spark.kmirror.triggerInterval: "200 milliseconds"}',
+        'conf: {spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1}',
+    )
+    path.write_text(text)
+    return str(path)
+
+
+def _app_id(status: Path) -> str | None:
+    try:
+        return json.loads(status.read_text()).get("app_id")  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return None
+
+
+def _executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs of application `app_id` on this host (by their command line)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and app_id.encode() in args:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_survives_a_killed_executor(
+    world: FaultWorld, standalone: spark_standalone.StandaloneCluster
+) -> None:
+    topic = f"{world.prefix}eos"
+    create_topic(world.source, topic, PARTITIONS)
+    remote = world.remote(topic)
+    spec = _standalone_spec(world, standalone)
+    status = CheckpointRoot.parse(str(world.tmp / "shared"), None).job_folder(world.state_topic, world.flow)
+    assert status is not None
+    try:
+        with Load(world.source, topic, PARTITIONS, rate=RATE) as load:
+            began = time.monotonic()
+            _apply(world, spec)
+            wait_until(
+                f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 240
+            )
+            app_id = wait_until("the job's app id", lambda: _app_id(status.status), 120)
+            (pid,) = wait_until("the executor JVM", lambda: _executor_pids(app_id), 60)
+            time.sleep(5)
+            os.kill(pid, signal.SIGKILL)
+            replaced = wait_until("a new executor JVM", lambda: [p for p in _executor_pids(app_id) if p != pid], 120)
+            time.sleep(10)
+            load.stop()
+            seconds = time.monotonic() - began
+        result, recovery = wait_copied(load, world.target, remote, 300)
+        values = read_values(world.target, remote)
+        report(
+            "exactly_once_executor_kill",
+            records=result.records,
+            lost=result.lost,
+            duplicates=result.duplicates,
+            in_order=_in_order(values),
+            load_records_per_s=round(load.acknowledged / seconds),
+            caught_up_after_load_s=round(recovery, 1),
+            executors=[pid, *replaced],
+        )
+        assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
+        assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
+        assert _in_order(values), "records out of order within a partition"
+    finally:
+        Path(spec).write_text(Path(spec).read_text().replace("enabled: true", "enabled: false"))
+        world.kmirror("apply", "-f", spec, "--auto-approve")  # stops the driver on the standalone cluster

@@ -57,7 +57,9 @@ def test_group_and_transactional_ids_are_stable_per_state_topic_flow_topic_and_p
     assert exactly_once.transactional_id("_kmirror.state", "a-to-b", "orders", 3) == (
         "kmirror-eos._kmirror.state.a-to-b.orders.3"
     )
-    assert exactly_once.transactional_id("s", "f", "orders", 3).startswith(exactly_once.transactional_id_prefix("s", "f"))
+    assert exactly_once.transactional_id("s", "f", "orders", 3).startswith(
+        exactly_once.transactional_id_prefix("s", "f")
+    )
     assert exactly_once.transactional_id("s", "f", "orders", 3) != exactly_once.transactional_id("s2", "f", "orders", 3)
 
 
