@@ -24,6 +24,7 @@ GUIDES = [
     "mm2-users",
     "troubleshooting",
     "metrics",
+    "delivery",
 ]
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
