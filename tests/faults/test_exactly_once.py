@@ -210,9 +210,9 @@ def test_exactly_once_survives_a_killed_executor(
     status = CheckpointRoot.parse(str(world.tmp / "shared"), None).job_folder(world.state_topic, world.flow)
     assert status is not None
     try:
+        _apply(world, spec)  # returns once the driver runs: the load starts on a job that keeps up
         with Load(world.source, topic, PARTITIONS, rate=RATE) as load:
             began = time.monotonic()
-            _apply(world, spec)
             wait_until(
                 f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 240
             )
