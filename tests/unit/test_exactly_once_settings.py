@@ -4,9 +4,13 @@ translates kmirror's own exactly-once groups."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from reconciler.errors import KmirrorError
+from reconciler.jobcontract.spec import JobSpec
 from reconciler.plan.definition import Action
 from reconciler.replication import exactly_once
 from reconciler.replication.job import sink_options
@@ -151,3 +155,14 @@ def test_a_change_other_than_delivery_says_nothing_about_delivery() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f")))["job/f"]
     assert change.action == Action.REPLACE and "delivery" not in change.reason
+
+
+def test_the_job_spec_carries_the_state_topic_and_an_older_file_gets_the_default(tmp_path: Path) -> None:
+    ds = desired("replication: {delivery: exactly_once}")
+    spec = JobSpec("f", ds.flow_effective_spec("f"), ds.flow_digest("f"), tmp_path, "_kmirror.state.prod")
+    spec.write(tmp_path / "spec.json")
+    assert JobSpec.read(tmp_path / "spec.json").state_topic == "_kmirror.state.prod"
+    older = json.loads((tmp_path / "spec.json").read_text())
+    del older["state_topic"]
+    (tmp_path / "spec.json").write_text(json.dumps(older))
+    assert JobSpec.read(tmp_path / "spec.json").state_topic == "_kmirror.state"
