@@ -17,20 +17,23 @@ import json
 import os
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from reconciler.devenv import spark_standalone
 from reconciler.jobcontract.layout import CheckpointRoot
+from reconciler.mm2.wire import OffsetSync
 from reconciler.replication.exactly_once import eos_group
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.faults.conftest import (
+    FaultCluster,
     FaultWorld,
     Load,
     bounce,
@@ -126,6 +129,62 @@ def _group_offsets(world: FaultWorld, remote: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in future.result(timeout=30).topic_partitions}
 
 
+def _by_offset(cluster: FaultCluster, topic: str) -> dict[int, dict[int, bytes | None]]:
+    """partition -> {offset: value} of every record of `topic`, read_committed."""
+    consumer = Consumer(
+        cluster.config(
+            **{"group.id": f"eos-{uuid.uuid4().hex[:6]}", "isolation.level": "read_committed", "log_level": 0}
+        )
+    )
+    meta = consumer.list_topics(topic, timeout=20).topics[topic]
+    out: dict[int, dict[int, bytes | None]] = {p: {} for p in meta.partitions}
+    try:
+        for p in meta.partitions:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                batch = consumer.consume(5000, timeout=1)
+                for msg in batch:
+                    if not msg.error():
+                        out[p][msg.offset()] = msg.value()
+                if consumer.position([TopicPartition(topic, p)])[0].offset >= end:
+                    break
+        return out
+    finally:
+        consumer.close()
+
+
+def _syncs_disagreeing(world: FaultWorld, topic: str, remote: str) -> tuple[int, list[OffsetSync]]:
+    """The target's offset-syncs (read_committed) whose downstream record is not their upstream record."""
+    syncs_topic = load(world.spec()).state.flow(world.flow).policy().offset_syncs_topic(world.src)
+    syncs = [OffsetSync.from_record(k, v) for k, v in _key_values(world.target, syncs_topic)]
+    source, target = _by_offset(world.source, topic), _by_offset(world.target, remote)
+    ours = [s for s in syncs if s.topic == topic]
+    wrong = [
+        s for s in ours if source[s.partition].get(s.upstream_offset) != target[s.partition].get(s.downstream_offset)
+    ]
+    return len(ours), wrong[:5]
+
+
+def _key_values(cluster: FaultCluster, topic: str) -> list[tuple[bytes, bytes]]:
+    consumer = Consumer(
+        cluster.config(
+            **{"group.id": f"eos-{uuid.uuid4().hex[:6]}", "isolation.level": "read_committed", "log_level": 0}
+        )
+    )
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)[1]
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and consumer.position([TopicPartition(topic, 0)])[0].offset < end:
+            out += [(m.key(), m.value()) for m in consumer.consume(5000, timeout=1) if not m.error()]
+        return out
+    finally:
+        consumer.close()
+
+
 def _source_ends(world: FaultWorld, topic: str) -> dict[int, int]:
     values = read_values(world.source, topic)
     return {p: len(v) for p, v in values.items()}
@@ -137,11 +196,13 @@ def test_exactly_once_copies_every_record_once_across_a_driver_kill_and_a_broker
     remote = figures.pop("remote")
     group = _group_offsets(world, remote)
     ends = _source_ends(world, f"{world.prefix}eos")
-    report("exactly_once", **figures, group_offsets=group, source_ends=ends)
+    syncs, wrong = _syncs_disagreeing(world, f"{world.prefix}eos", remote)
+    report("exactly_once", **figures, group_offsets=group, source_ends=ends, offset_syncs=syncs)
     assert figures["lost"] == 0, f"{figures['lost']} acknowledged records missing, e.g. {figures['lost_examples']}"
     assert figures["duplicates"] == 0, f"{figures['duplicates']} records on the target twice"
     assert figures["in_order"], "records out of order within a partition"
     assert group == ends, "the flow's group does not end at the source's end offsets"
+    assert syncs > 0 and not wrong, f"offset-syncs pairing different records: {wrong}"
 
 
 @pytest.mark.timeout(600)
