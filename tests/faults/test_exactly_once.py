@@ -3,8 +3,10 @@
 
 With `replication.delivery: exactly_once` (offset-syncs on the target, in the same transactions) a
 `read_committed` consumer of the target must count every acknowledged source record exactly once, in order per
-partition; the flow's `kmirror-eos.*` group must end at the source's end offsets. The same sequence with
-`at_least_once` counts the duplicates, for the note (not asserted). One deployment per mode, faults in sequence.
+partition; the flow's `kmirror-eos.*` group must end at the source's end offsets, and every offset-sync on the
+target must pair the same record (the source's at its upstream offset, the target's at its downstream offset).
+The same sequence with `at_least_once` counts the duplicates, for the note (not asserted). One deployment per mode,
+faults in sequence.
 
 Kill -9 of an executor needs an executor JVM of its own: the last test deploys the exactly-once flow on a Spark
 standalone cluster (a master and a worker started for it), kills the executor JVM of the job's application
