@@ -137,6 +137,12 @@ class SparkSpec(SpecModel):
                 f"conf spark.kmirror.mode is {mode!r}; use one of {', '.join(defaults.JOB_MODES)} "
                 "(realtime needs a task slot per replicated partition)"
             )
+        transactions = self.conf.get("spark.kmirror.transactionIntervalMs")
+        if transactions is not None and not (str(transactions).strip().isdigit() and int(str(transactions)) > 0):
+            raise ValueError(
+                f"conf spark.kmirror.transactionIntervalMs is {transactions!r}; it must be a number of milliseconds "
+                "above 0 (how old an exactly-once flow's transaction gets before it is committed), e.g. '200'"
+            )
         interval = self.conf.get("spark.kmirror.triggerInterval")
         if (
             mode_name == "realtime"

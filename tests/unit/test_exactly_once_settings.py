@@ -106,6 +106,20 @@ def test_writer_settings_put_syncs_in_the_transaction_only_when_they_are_on_the_
     assert source["syncs.in.transaction"] == "false" and source["syncs.client.bootstrap.servers"] == "s:9092"
 
 
+def test_a_bad_transaction_interval_in_spark_conf_is_a_load_error() -> None:
+    text = """\
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+spark: {conf: {spark.kmirror.transactionIntervalMs: "1s"}}
+"""
+    with pytest.raises(KmirrorError, match="transactionIntervalMs"):
+        load_text(text)
+    assert load_text(text.replace('"1s"', '"150"')).state.spark.conf["spark.kmirror.transactionIntervalMs"] == "150"
+
+
 def test_transaction_interval_is_a_positive_number_of_milliseconds() -> None:
     assert exactly_once.transaction_interval_ms(" 150 ") == 150
     for bad in ("0", "-5", "1s"):
