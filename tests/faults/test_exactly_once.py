@@ -208,11 +208,34 @@ def test_exactly_once_copies_every_record_once_across_a_driver_kill_and_a_broker
 
 
 @pytest.mark.timeout(600)
-def test_at_least_once_under_the_same_faults_counts_its_duplicates(world: FaultWorld) -> None:
+def test_at_least_once_under_the_same_faults_counts_its_duplicates_then_switches_to_exactly_once(
+    world: FaultWorld,
+) -> None:
     figures = _run(world, "at_least_once")
     figures.pop("remote")
     report("at_least_once_same_faults", **figures)
     assert figures["lost"] == 0, f"{figures['lost']} acknowledged records missing, e.g. {figures['lost_examples']}"
+
+    # The running flow switched to exactly-once while records flow into a new topic: the plan row says what
+    # happens, apply redeploys (a graceful stop, then the checkpoint), nothing is lost and nothing copied twice.
+    topic = f"{world.prefix}switched"
+    create_topic(world.source, topic, PARTITIONS)
+    spec = _spec(world, "exactly_once")
+    planned = world.kmirror("plan", "-f", spec, "--format", "json", check=True)
+    (job,) = [c for c in json.loads(planned.stdout)["changes"] if c["address"] == f"job/{world.flow}"]
+    assert job["action"] == "replace" and "delivery at_least_once -> exactly_once: the job restarts" in job["reason"]
+    with Load(world.source, topic, PARTITIONS, rate=2000) as load:
+        wait_until(
+            f"records on {world.remote(topic)}",
+            lambda: any(read_values(world.target, world.remote(topic)).values()),
+            120,
+        )
+        _apply(world, spec)
+        time.sleep(5)
+    result, _ = wait_copied(load, world.target, world.remote(topic), 180)
+    report("switch_to_exactly_once", records=result.records, lost=result.lost, duplicates=result.duplicates)
+    assert result.lost == 0, f"{result.lost} acknowledged records missing after the switch, e.g. {result.lost_examples}"
+    assert result.duplicates == 0, f"{result.duplicates} records copied twice across the switch"
 
 
 # -- an executor of its own: Spark standalone ---------------------------------------------------------------------
