@@ -62,6 +62,13 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     /** Every live interceptor of this JVM, for flushAll() and the exit hook. */
     private static final Set<ReplicationInterceptor> LIVE = ConcurrentHashMap.newKeySet();
 
+    /**
+     * Records (and their key and value bytes) the target acknowledged in this JVM: the job's live counts in
+     * real-time mode, whose progress events come once per checkpoint interval.
+     */
+    private static final AtomicLong ACKED_RECORDS = new AtomicLong();
+    private static final AtomicLong ACKED_BYTES = new AtomicLong();
+
     static {
         Runtime.getRuntime().addShutdownHook(new Thread(ReplicationInterceptor::flushAll, "kmirror-syncs-exit"));
     }
@@ -179,6 +186,16 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         }
     }
 
+    /** Records the target acknowledged through the interceptors of this JVM since it started. */
+    public static long recordsAcknowledged() {
+        return ACKED_RECORDS.get();
+    }
+
+    /** Key and value bytes of those records. */
+    public static long bytesAcknowledged() {
+        return ACKED_BYTES.get();
+    }
+
     /** Offset-syncs sent by every live interceptor of this JVM (for the job's status). */
     public static long syncsSent() {
         long n = 0;
@@ -290,6 +307,10 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
 
         synchronized void acknowledged(RecordMetadata metadata, Exception exception) {
             Pending p = inflight.pollFirst();
+            if (p != null && exception == null && p.topic != null) {
+                ACKED_RECORDS.incrementAndGet();
+                ACKED_BYTES.addAndGet(Math.max(0, p.keySize) + Math.max(0, p.valueSize));
+            }
             if (resync) {
                 // Every send has exactly one acknowledgement, so once the queue runs empty it is aligned again.
                 resync = !inflight.isEmpty();
