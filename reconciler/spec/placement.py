@@ -12,6 +12,9 @@ source partition for as long as the job runs, so a user who writes no Spark sett
   `spark.cores.max`): micro-batch mode, which runs any number of partitions on any number of slots; the plan
   and `kmirror status` say why.
 
+- a `spark.kmirror.triggerInterval` under 5 s (a micro-batch trigger; real-time mode's interval is a
+  checkpoint interval of 5 s or more): micro-batch mode.
+
 `spark.kmirror.mode: realtime | microbatch` overrides the choice (real-time with too few slots is refused).
 The job applies the same rules when it starts, from the partitions it reads then, and falls back to micro-batch
 while it runs if partitions grow past its slots (a redeploy sizes it again).
@@ -24,7 +27,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from reconciler.spec.defaults import REALTIME_MIN_INTERVAL_SECONDS
+from reconciler.spec.intervals import interval_seconds, trigger_interval
+
 MODE_SETTING = "spark.kmirror.mode"
+INTERVAL_SETTING = "spark.kmirror.triggerInterval"
 CORES_SETTING = "spark.cores.max"
 #: Above this many replicated partitions the automatic choice is micro-batch: a long-running task (a consumer,
 #: a core on a standalone cluster) per partition stops paying off against micro-batches that share the slots.
@@ -77,6 +84,13 @@ def choose_placement(
     wanted = requested_mode(conf)
     if wanted == "microbatch":
         return Placement("microbatch", slots_now, "spark.kmirror.mode is microbatch")
+    interval = conf.get(INTERVAL_SETTING)
+    seconds = None if interval is None else interval_seconds(trigger_interval(str(interval)))
+    if wanted is None and seconds is not None and seconds < REALTIME_MIN_INTERVAL_SECONDS:
+        reason = (
+            f"{INTERVAL_SETTING} {interval} is a micro-batch trigger (real-time mode checkpoints every 5 s or more)"
+        )
+        return Placement("microbatch", slots_now, reason)
     size = f"{partitions} source partition{'s' if partitions != 1 else ''}"
     if wanted is None and partitions > REALTIME_MAX_PARTITIONS:
         reason = f"{size}: more than the {REALTIME_MAX_PARTITIONS} real-time mode takes by default"

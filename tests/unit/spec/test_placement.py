@@ -111,3 +111,11 @@ def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> Non
     fixed = load_text(FILE % ', master: "local[14]"').state
     info = JobInfo("f", True, fixed.flow_digest("f"), mode="microbatch", mode_fallback=True)
     assert plan_jobs(fixed, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(29)).changes == []
+
+
+def test_a_sub_second_trigger_interval_means_micro_batches() -> None:
+    conf: dict[str, object] = {"spark.kmirror.triggerInterval": "200 milliseconds"}
+    placement = choose_placement(deploy="local", master=None, conf=conf, partitions=2)
+    assert placement.mode == "microbatch" and "micro-batch trigger" in placement.reason
+    conf = {"spark.kmirror.triggerInterval": "30s"}
+    assert choose_placement(deploy="local", master=None, conf=conf, partitions=2).mode == "realtime"
