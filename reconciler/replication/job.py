@@ -39,13 +39,16 @@ read every few seconds), kmirror_batches_total, kmirror_last_batch_timestamp_sec
 from the batch's offset ranges, ages and latencies from the batch's observed timestamps, so they are
 batch-granular: age = when the batch's write began - timestamp, latency = batch end - timestamp (see docs/metrics.md).
 
-Modes (`spark.kmirror.mode`): `microbatch` (the default) as above, one micro-batch every `triggerInterval`; and
-`realtime`, Spark 4.1's real-time mode: the same query (source, observe, projection, interceptor) written by the
-plain Kafka sink with a real-time trigger, so every source partition is one long-running task that forwards each
-record as it arrives, and `triggerInterval` is the checkpoint interval (default 10 s) at which offsets are
-committed and a progress event arrives. It needs a task slot per source partition (`spark.master local[N]` with N
-at least the partitions, or as many executor cores): the job refuses to start with fewer. Metrics are per
-checkpoint interval in this mode.
+Modes (`spark.kmirror.mode`, else chosen by `reconciler.spec.placement` from the replicated source partitions
+and the task slots, before the Spark context is created so the job can size it): `realtime`, Spark 4.1's
+real-time mode, the default: the same query (source, observe, projection, interceptor) written by the plain
+Kafka sink with a real-time trigger, so every source partition is one long-running task that forwards each
+record as it arrives, and `triggerInterval` is the checkpoint interval (default 60 s) at which offsets are
+committed and a progress event arrives (between them the status counts the records the interceptors saw
+acknowledged). It needs a task slot per source partition: with `spark.master` left out the job sets
+`local[2 x partitions]`, on a standalone master it asks for a core per partition; too few slots choose
+`microbatch` (one micro-batch every `triggerInterval`, as above), or, with `realtime` asked for, refuse to start.
+Partitions outgrowing the slots while it runs move the query to micro-batch mode at the next commit.
 
 SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
 writes anything (Spark re-runs it on the next start), the query stops, held offset-syncs are sent, the process
