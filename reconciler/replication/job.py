@@ -391,6 +391,7 @@ class ReplicationJob:
         if checkpoints is not None:
             checkpoints.join(timeout=30)
         self._flush_offset_syncs(spark)
+        self._live_counts()
         self._report(final=True)
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
         spark.stop()
@@ -591,14 +592,27 @@ class ReplicationJob:
         except Exception:
             return None
 
+    def _acknowledged_metrics(self) -> bool:
+        """Real-time mode in local mode: counts, ages and latencies come from the interceptors (per record, as
+        acknowledged) rather than from Spark's progress, which arrives once per checkpoint interval."""
+        return self.mode == "realtime" and str(self._spark.sparkContext.master).startswith("local")
+
     def _live_counts(self) -> None:
-        """Real-time mode reports progress once per checkpoint interval: between, the status counts what the
-        target acknowledged (local mode; on a cluster the counts move at each interval)."""
-        if self.mode != "realtime":
+        """Real-time mode reports progress once per checkpoint interval: between, the metrics and the status
+        count what the target acknowledged (local mode; on a cluster they move at each interval)."""
+        if not self._acknowledged_metrics():
             return
-        acked = self._acknowledged()
-        if acked is not None and acked[0] > self.records:
-            with self._progress_lock:
+        try:
+            drained = str(
+                self._spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor.drainAcknowledged()
+            )
+        except Exception as exc:  # a metric must never stop replication
+            self._warn_once(f"acknowledged records not read from the interceptors: {exc}")
+            return
+        with self._progress_lock:
+            self.metrics.observe_acknowledged(drained)
+            acked = self._acknowledged()
+            if acked is not None and acked[0] > self.records:
                 self.status.update(records=acked[0], bytes=max(self.bytes, acked[1]))
 
     def _flush_offset_syncs(self, spark: Any) -> None:
@@ -708,7 +722,10 @@ class ReplicationJob:
             return
         with self._progress_lock:
             written_ms = batch.started_ms + batch.duration_ms
-            self.metrics.observe_batch(batch.partitions, batch.read_ms, written_ms)
+            if self._acknowledged_metrics():
+                self.metrics.observe_commit()  # its records were counted as the target acknowledged them
+            else:
+                self.metrics.observe_batch(batch.partitions, batch.read_ms, written_ms)
             self.metrics.observe_positions(batch.ends)
             self.batches += 1
             self.records += batch.records
