@@ -689,9 +689,10 @@ class ReplicationJob:
             )
         self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer), self._interceptor)
         stream = spark.readStream.format("kafka").options(**source).load()
+        if not self._acknowledged_metrics():  # else the interceptors count: no aggregate per record needed
+            stream = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
         writer = (
-            stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
-            .selectExpr(*sink_projection(flow))
+            stream.selectExpr(*sink_projection(flow))
             .writeStream.queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", self.checkpoint)
         )
