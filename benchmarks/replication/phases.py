@@ -390,6 +390,7 @@ def run_mm2(
     s, _ = run.aliases
     remotes = [f"{s}.{t}" for t in wl.data_topics]
     props = mm2_properties(source, target, args, wl, run)
+    mm2_libs(KAFKA_TARGET_VERSION)  # fetched once from Maven Central: before the clock starts
     watch = Watch(source, target, remotes, wl.records, args.phase_timeout, stable_end=run.eos)
     folder = work / ("mm2" if run.name == "default" else f"mm2-{run.name}")
     with ThreadPoolExecutor(1) as pool:
