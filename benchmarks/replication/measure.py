@@ -8,6 +8,7 @@ The pure parts (percentiles, buckets, slopes, verdicts) take plain data and are 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pwd
 import re
@@ -467,11 +468,14 @@ def parse_jstat_gcutil(out: str) -> dict[str, Any]:
     }
 
 
-def gc_stats(pid: int) -> dict[str, Any]:
-    """A JVM's GC figures: from its perf counters (free), else from `jstat -gcutil` (a JVM start, ~0.3 CPU s)."""
+def gc_stats(pid: int, *, jstat: bool = True) -> dict[str, Any]:
+    """A JVM's GC figures: from its perf counters (free), else (`jstat`) from `jstat -gcutil` (a JVM start, about
+    0.3 CPU s: the sampler asks for it at most once a minute per JVM)."""
     counters = perfdata(pid)
     if counters:
         return gc_from_perfdata(counters)
+    if not jstat:
+        return {}
     try:
         out = subprocess.run([jstat_path(), "-gcutil", str(pid)], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
@@ -491,6 +495,17 @@ class ProcessSampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _labels: dict[int, str] = field(default_factory=dict)
+    _jstat: dict[int, tuple[float, dict[str, Any]]] = field(default_factory=dict)  # pid -> (when, figures)
+
+    def _gc(self, pid: int) -> dict[str, Any]:
+        gc = gc_stats(pid, jstat=False)
+        if gc:
+            return gc
+        when, last = self._jstat.get(pid, (-math.inf, {}))
+        if time.monotonic() - when >= 60:
+            last = gc_stats(pid)
+            self._jstat[pid] = (time.monotonic(), last)
+        return last
 
     def start(self) -> None:
         self.started = time.monotonic()
@@ -505,7 +520,7 @@ class ProcessSampler:
                 label = self._labels.get(p.pid)
                 if label is None:
                     label = self._labels[p.pid] = f"{group}: {_cmd_hint(p.pid) or p.name} (pid {p.pid})"
-                gc = gc_stats(p.pid) if p.name == "java" else {}
+                gc = self._gc(p.pid) if p.name == "java" else {}
                 self.series.setdefault(label, []).append((now, p.rss_bytes, gc))
 
     def _run(self) -> None:
