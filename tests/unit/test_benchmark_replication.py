@@ -420,3 +420,37 @@ def test_parse_jstat_gcutil() -> None:
     assert gc == {"gc_count": 39, "gc_s": 0.433, "young_gc": 35, "full_gc": 0, "concurrent_gc": 4,
                   "old_used_pct": 23.65}  # fmt: skip
     assert parse_jstat_gcutil("") == {}
+
+
+# -- the soak's summary -----------------------------------------------------------------------------------------
+
+
+def test_summarise_soak() -> None:
+    from benchmarks.replication.measure import ProcessSampler
+    from benchmarks.replication.soak import summarise_soak
+
+    buckets = MinuteBuckets(start_ms=0)
+    for minute in range(3):
+        for i in range(600):  # 10 records/s, latency 10 ms, one 500 ms outlier in minute 1
+            buckets.add(minute * 60_000 + i * 100, 500.0 if (minute, i) == (1, 7) else 10.0)
+    sampler = ProcessSampler(groups={})
+    ts = [float(t) for t in range(0, 181, 10)]
+    sampler.series = {
+        "replicator: java SparkSubmit (pid 10)": [
+            (t, int((400 + t / 60) * MIB), {"gc_s": t / 600, "gc_count": int(t // 10)}) for t in ts
+        ],
+        "replicator: python3 job.py (pid 11)": [(t, 100 * MIB, {}) for t in ts],
+        "source_broker: java Kafka (pid 1)": [(t, int((300 + 10 * t / 60) * MIB), {}) for t in ts],
+    }
+    out = summarise_soak(buckets, sampler, [600, 600, 540], minutes=3)
+    rows = out["per_minute"]
+    assert [r["records_per_s"] for r in rows] == [10, 10, 10]
+    assert [r["sent_per_s"] for r in rows] == [10, 10, 9]
+    assert rows[1]["max_ms"] == 500.0 and rows[0]["max_ms"] == 10.0
+    assert rows[0]["replicator_rss_mib"] == pytest.approx(500 + 50 / 60, abs=0.1)  # the sample at 50 s
+    assert rows[0]["replicator_gc_s"] == 0.1
+    assert out["rss_growth"]["replicator: python3 job.py (pid 11)"]["verdict"] == "flat"
+    assert out["rss_growth"]["source_broker: java Kafka (pid 1)"]["verdict"] == "grows"
+    assert out["memory_verdict"] == "grows"
+    assert set(out["gc_s_per_minute"]) == {"replicator: java SparkSubmit (pid 10)"}
+    assert out["gc_count_per_minute"]["replicator: java SparkSubmit (pid 10)"] == [6.0, 6.0, 6.0]
