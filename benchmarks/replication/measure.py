@@ -552,6 +552,8 @@ def linear_slope(points: Sequence[tuple[float, float]]) -> float:
 GROWTH_ABS_MIB_PER_MIN = 1.0
 GROWTH_REL = 0.02
 MIN_POINTS_PER_HALF = 6
+#: ... and each half must span this many seconds: a JVM's first minutes always grow (heap sizing, JIT, caches).
+MIN_HALF_SECONDS = 300.0
 
 
 def growth_verdict(
@@ -560,6 +562,7 @@ def growth_verdict(
     abs_mib_per_min: float = GROWTH_ABS_MIB_PER_MIN,
     rel: float = GROWTH_REL,
     min_points: int = MIN_POINTS_PER_HALF,
+    min_half_s: float = MIN_HALF_SECONDS,
 ) -> dict[str, Any]:
     """Does a series of (seconds, bytes) grow without bound? The slope of a linear fit over the first and over the
     second half of the series, in MiB/min, and a verdict:
@@ -568,14 +571,14 @@ def growth_verdict(
       half (a JVM that sized its heap and stays there);
     - `slowing`: still growing, at under half the first half's rate (levelling off; a longer soak tells);
     - `grows`: growing in the second half at least half as fast as in the first: no sign of a bound;
-    - `too_short`: fewer than `min_points` samples per half.
+    - `too_short`: fewer than `min_points` samples per half, or a half shorter than `min_half_s` seconds.
     """
     half = len(points) // 2
     first, last = list(points[:half]), list(points[half:])
     s1 = linear_slope(first) * 60 / MIB
     s2 = linear_slope(last) * 60 / MIB
     out: dict[str, Any] = {"slope_first_half_mib_per_min": round(s1, 2), "slope_last_half_mib_per_min": round(s2, 2)}
-    if half < min_points:
+    if half < min_points or last[-1][0] - last[0][0] < min_half_s or first[-1][0] - first[0][0] < min_half_s * 0.9:
         return out | {"verdict": "too_short"}
     span_min = (last[-1][0] - last[0][0]) / 60
     mean_mib = statistics.fmean(y for _, y in last) / MIB
@@ -589,7 +592,8 @@ def growth_verdict(
 
 
 def overall_verdict(verdicts: Iterable[str]) -> str:
-    """`grows` if any series grows, else `slowing` / `too_short` if any is, else `flat`."""
+    """`grows` if any series grows, else `slowing` / `too_short` if any is, else `flat` (`transient` series, of
+    processes that lived through under half of the soak, do not count)."""
     seen = set(verdicts)
     for v in ("grows", "slowing", "too_short"):
         if v in seen:

@@ -72,14 +72,22 @@ def summarise_soak(
     gc_count: dict[str, list[float | None]] = {}
     replicator_total: dict[float, int] = {}
     replicator_gc: dict[str, list[float | None]] = {}
+    longest = max((len(series) for series in sampler.series.values()), default=0)
+    old_gen: dict[str, dict[str, Any]] = {}
     for label, series in sampler.series.items():
         points = [(t, float(b)) for t, b, _ in series]
         rss[label] = [(t, round(b / MIB, 1)) for t, b in points]
-        growth[label] = growth_verdict(points) | {
+        # A process that lived through under half of the soak (a helper Spark or the JVM spawned) is `transient`.
+        verdict = growth_verdict(points) if len(series) * 2 >= longest else {"verdict": "transient"}
+        growth[label] = verdict | {
             "first_mib": round(points[0][1] / MIB, 1),
             "last_mib": round(points[-1][1] / MIB, 1),
             "max_mib": round(max(b for _, b in points) / MIB, 1),
         }
+        old_points = [(t, float(g["old_used_mib"]) * MIB) for t, _, g in series if g.get("old_used_mib") is not None]
+        if old_points:
+            # The old generation's use (what survives collections): a leak shows there before the RSS is at -Xmx.
+            old_gen[label] = growth_verdict(old_points)
         gcs = [(t, g) for t, _, g in series if g]
         if gcs:
             gc_s[label] = per_minute_deltas([(t, float(g.get("gc_s", 0.0))) for t, g in gcs], minutes)
@@ -101,7 +109,8 @@ def summarise_soak(
         "per_minute": per_minute,
         "rss": rss,
         "rss_growth": growth,
-        "memory_verdict": overall_verdict(g["verdict"] for g in growth.values()),
+        "memory_verdict": overall_verdict(g["verdict"] for g in growth.values() if g["verdict"] != "transient"),
+        "old_gen_growth": old_gen,
         "gc_s_per_minute": gc_s,
         "gc_count_per_minute": gc_count,
         "last_gc": {label: series[-1][2] for label, series in sampler.series.items() if series[-1][2]},

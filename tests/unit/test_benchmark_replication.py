@@ -154,8 +154,10 @@ def test_small_growth_relative_to_the_size_is_flat() -> None:
     assert v["verdict"] == "flat"
 
 
-def test_too_few_samples() -> None:
+def test_too_few_samples_or_too_short_a_soak() -> None:
     assert growth_verdict(_series(lambda t: t * MIB, minutes=1))["verdict"] == "too_short"
+    assert growth_verdict(_series(lambda t: t * MIB, minutes=8, every=1))["verdict"] == "too_short"  # < 5 min a half
+    assert growth_verdict(_series(lambda t: t * MIB, minutes=8, every=1), min_half_s=60)["verdict"] == "grows"
 
 
 def test_overall_verdict() -> None:
@@ -434,23 +436,27 @@ def test_summarise_soak() -> None:
         for i in range(600):  # 10 records/s, latency 10 ms, one 500 ms outlier in minute 1
             buckets.add(minute * 60_000 + i * 100, 500.0 if (minute, i) == (1, 7) else 10.0)
     sampler = ProcessSampler(groups={})
-    ts = [float(t) for t in range(0, 181, 10)]
+    ts = [float(t) for t in range(0, 1801, 10)]  # 30 minutes of samples, 3 minutes of records (enough here)
     sampler.series = {
         "replicator: java SparkSubmit (pid 10)": [
-            (t, int((400 + t / 60) * MIB), {"gc_s": t / 600, "gc_count": int(t // 10)}) for t in ts
+            (t, int((400 + t / 120) * MIB), {"gc_s": t / 600, "gc_count": int(t // 10)}) for t in ts
         ],
         "replicator: python3 job.py (pid 11)": [(t, 100 * MIB, {}) for t in ts],
         "source_broker: java Kafka (pid 1)": [(t, int((300 + 10 * t / 60) * MIB), {}) for t in ts],
+        "replicator: jspawnhelper (pid 12)": [(t, MIB, {}) for t in ts[:3]],
     }
     out = summarise_soak(buckets, sampler, [600, 600, 540], minutes=3)
     rows = out["per_minute"]
     assert [r["records_per_s"] for r in rows] == [10, 10, 10]
     assert [r["sent_per_s"] for r in rows] == [10, 10, 9]
     assert rows[1]["max_ms"] == 500.0 and rows[0]["max_ms"] == 10.0
-    assert rows[0]["replicator_rss_mib"] == pytest.approx(500 + 50 / 60, abs=0.1)  # the sample at 50 s
+    assert rows[0]["replicator_rss_mib"] == pytest.approx(500 + 50 / 120, abs=0.1)  # the sample at 50 s
     assert rows[0]["replicator_gc_s"] == 0.1
     assert out["rss_growth"]["replicator: python3 job.py (pid 11)"]["verdict"] == "flat"
     assert out["rss_growth"]["source_broker: java Kafka (pid 1)"]["verdict"] == "grows"
+    assert out["rss_growth"]["replicator: jspawnhelper (pid 12)"]["verdict"] == "transient"
     assert out["memory_verdict"] == "grows"
+    del sampler.series["source_broker: java Kafka (pid 1)"]
+    assert summarise_soak(buckets, sampler, [], minutes=3)["memory_verdict"] == "flat"
     assert set(out["gc_s_per_minute"]) == {"replicator: java SparkSubmit (pid 10)"}
     assert out["gc_count_per_minute"]["replicator: java SparkSubmit (pid 10)"] == [6.0, 6.0, 6.0]
