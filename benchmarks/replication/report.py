@@ -241,8 +241,8 @@ def soak_table(doc: dict[str, Any]) -> str:
             )
         for label, g in run["rss_growth"].items():
             lines.append(
-                f"  {label}: {g['verdict']} (MiB/min first half {g['slope_first_half_mib_per_min']}, "
-                f"last half {g['slope_last_half_mib_per_min']}; {g['first_mib']} -> {g['last_mib']} MiB)"
+                f"  {label}: {g['verdict']} (MiB/min first half {g.get('slope_first_half_mib_per_min', '-')}, "
+                f"last half {g.get('slope_last_half_mib_per_min', '-')}; {g['first_mib']} -> {g['last_mib']} MiB)"
             )
     return "\n".join(lines)
 

@@ -429,6 +429,7 @@ def test_parse_jstat_gcutil() -> None:
 
 def test_summarise_soak() -> None:
     from benchmarks.replication.measure import ProcessSampler
+    from benchmarks.replication.report import soak_table
     from benchmarks.replication.soak import summarise_soak
 
     buckets = MinuteBuckets(start_ms=0)
@@ -455,6 +456,8 @@ def test_summarise_soak() -> None:
     assert out["rss_growth"]["replicator: python3 job.py (pid 11)"]["verdict"] == "flat"
     assert out["rss_growth"]["source_broker: java Kafka (pid 1)"]["verdict"] == "grows"
     assert out["rss_growth"]["replicator: jspawnhelper (pid 12)"]["verdict"] == "transient"
+    text = soak_table({"soak": {"kmirror": out}})
+    assert "jspawnhelper (pid 12): transient" in text and "== soak kmirror: memory grows" in text
     assert out["memory_verdict"] == "grows"
     del sampler.series["source_broker: java Kafka (pid 1)"]
     assert summarise_soak(buckets, sampler, [], minutes=3)["memory_verdict"] == "flat"
