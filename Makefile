@@ -27,7 +27,7 @@ $(BIN)/kmirror: pyproject.toml
 setup: $(BIN)/kmirror
 	$(BIN)/kmirror dev fetch
 
-## lint: ruff, mypy (strict), import layering, GitHub workflows (actionlint with shellcheck)
+## lint: ruff, mypy (strict; reconciler and benchmarks, the packages in pyproject.toml), import layering, GitHub workflows (actionlint with shellcheck)
 lint: setup actionlint promrules
 	$(BIN)/ruff check reconciler tests benchmarks
 	$(BIN)/ruff format --check reconciler tests benchmarks
