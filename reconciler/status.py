@@ -38,6 +38,10 @@ class FlowStatus:
     data_loss_records: int = 0
     data_loss_last: str | None = None
     checkpoint: str | None = None
+    #: The Spark execution mode the job runs in (realtime, microbatch), why, and its task slots.
+    mode: str | None = None
+    mode_reason: str | None = None
+    task_slots: int | None = None
     records: int | None = None
     bytes: int | None = None
     records_per_s: float | None = None
@@ -171,6 +175,9 @@ def _job_info(desired: DesiredState, flow: str, deployments: dict[str, dict[str,
     info["data_loss_records"] = int(data.get("data_loss_records") or 0)
     info["data_loss_last"] = data.get("data_loss_last")
     info["checkpoint"] = job.checkpoint
+    for key in ("mode", "mode_reason", "task_slots"):
+        if data.get(key) is not None:
+            info[key] = data.get(key)
     records, started = data.get("records"), data.get("started_at")
     if isinstance(records, int):
         info["records"] = records

@@ -21,6 +21,30 @@ from reconciler.devenv import kafka_local
 from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
 from reconciler.devenv.kafka_local import BrokerOptions, TlsMaterial
 
+#: Tests that start `kmirror dev` clusters on the examples' preferred ports (19092, 29092) run on one worker.
+_DEV_PORT_MODULES = ("tests/e2e/test_demo.py", "tests/integration/cli/test_wheel_demo.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With `pytest -n N --dist loadgroup` (make test): each module stays on one worker, in order (module
+    fixtures deploy jobs once; some modules end with a test that changes their job), the fault suite in two
+    halves (each half's worker starts its own three-broker clusters once), and the `kmirror dev` tests on one
+    worker (preferred ports)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        path = item.nodeid.split("::", 1)[0]
+        if path == "tests/faults/test_broker_faults.py":
+            group = "faults-brokers"  # the rolling restart and the target outage: about half the fault suite
+        elif path.startswith("tests/faults/"):
+            group = "faults"
+        elif path in _DEV_PORT_MODULES:
+            group = "dev-ports"
+        else:
+            group = path
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def kmirror_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

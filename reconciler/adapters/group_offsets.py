@@ -3,7 +3,12 @@
 `with_group_offsets` adds to a LiveState, for the flows that sync group offsets (or the ones asked for), the
 source groups passing their group filters, the same groups on the target, and each flow's offset-syncs read to
 the end. Source and target groups are read once per cluster, for all flows at once, in parallel.
-`write_group_offsets` writes one `group_offsets` change's `after` (the executor's action). A target group that
+`with_exact_offsets` adds, per flow, whether each committed offset translates exactly (the records after its
+offset-sync read on both clusters and matched, `reconciler.adapters.record_ranges`, the decision
+`reconciler.offsets.exact`) or conservatively, and why; `kmirror plan` and `kmirror cutover` both call it, so
+they answer the same for the same records. It never fails: a read that cannot be made answers "exactness
+unknown" with the reason. `write_group_offsets` writes one `group_offsets` change's `after` (the executor's
+action). A target group that
 an incomplete listing (a broker did not answer) left out is never taken as absent: it is left out of the plan,
 with a warning naming it.
 
@@ -12,6 +17,7 @@ Must not: decide which offsets to write (the planner does) or write to a group t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -20,9 +26,16 @@ from typing import Any, Protocol
 from reconciler.adapters.checkpointer import syncs_location
 from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
 from reconciler.adapters.offset_syncs import read_offset_syncs
+from reconciler.adapters.record_ranges import translate_exactly
+from reconciler.adapters.replication_lag import replication_lag
 from reconciler.live.model import GroupInfo, LiveState
+from reconciler.offsets.exact import ExactTranslation, exact_requests, unknown
 from reconciler.offsets.history import SyncHistory
+from reconciler.plan.group_offsets import flow_source_groups
 from reconciler.spec.models import DesiredState, FlowSpec
+
+EXACT_BUDGET = 10.0
+"""Seconds `kmirror plan` spends reading records for the exact translation, all flows together."""
 
 
 def with_group_offsets(
@@ -82,6 +95,71 @@ def with_group_offsets(
         offset_syncs={**live.offset_syncs, **found},
         warnings=(*live.warnings, *warnings),
     )
+
+
+def with_exact_offsets(
+    desired: DesiredState,
+    live: LiveState,
+    admins: Mapping[str, KafkaAdmin],
+    flows: Iterable[FlowSpec] | None = None,
+    timeout: float = 30.0,
+    budget: float | None = EXACT_BUDGET,
+) -> LiveState:
+    """`live` with `exact_offsets`: per flow (that syncs group offsets, or the ones asked for), the exact or
+    conservative translation of every committed offset of its source groups, and why.
+
+    A partition the flow has not copied to its end stays conservative without being read ("the flow is still
+    copying"); the others are read, within `budget` seconds for all flows (None: no budget, each read bounded
+    by `timeout`; 0: nothing is read); what could not be read says "exactness unknown" and why. Needs
+    `with_group_offsets` first.
+    """
+    if budget is not None and budget <= 0:
+        return live  # not read: the planner's rows say so
+    chosen = [f for f in desired.enabled_flows if f.sync.group_offsets] if flows is None else list(flows)
+    deadline = None if budget is None else time.monotonic() + budget
+    found: dict[str, tuple[ExactTranslation, ...]] = {}
+    for flow in chosen:
+        syncs = live.offset_syncs.get(flow.name)
+        if not isinstance(syncs, SyncHistory):
+            continue  # no offset-syncs: nothing translates, the planner warns
+        heartbeats = flow.policy().heartbeats_topic()
+        committed = {
+            (t, p, g)
+            for info in flow_source_groups(flow, live).values()
+            for (t, p), g in info.offsets.items()
+            if t != heartbeats and flow.topic_matches(t)
+        }
+        if not committed:
+            continue
+        left = None if deadline is None else deadline - time.monotonic()
+        try:
+            if left is not None and left <= 0:
+                raise TimeoutError(f"not read: the time budget of {budget:g}s for reading records was spent")
+            lag = replication_lag(
+                desired,
+                flow,
+                admins[flow.source],
+                syncs,
+                timeout=min(timeout, 10.0) if left is None else max(0.1, min(timeout, 10.0, left)),
+                partitions={(t, p) for t, p, _ in committed},
+            )
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            translations = translate_exactly(
+                committed,
+                syncs,
+                remote_topic=flow.remote_topic,
+                source_config=desired.client_config(flow.source),
+                target_config=desired.client_config(flow.target),
+                offset_lag_max=flow.offsets.offset_lag_max,
+                timeout=timeout,
+                lag=lag,
+                budget=left,
+            )
+        except Exception as exc:  # the plan never fails for it: the rows say why
+            why = str(exc) if isinstance(exc, TimeoutError) else f"could not read the records: {exc}"
+            translations = [unknown(r, why) for r in exact_requests(committed, syncs)]
+        found[flow.name] = tuple(translations)
+    return replace(live, exact_offsets={**live.exact_offsets, **found})
 
 
 class OffsetWriter(Protocol):

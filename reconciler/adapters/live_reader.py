@@ -6,7 +6,8 @@ burst of creates that the broker has not published yet) the reader waits for the
 of reporting it deleted; (2) with the topic lists known, the explicit configs of exactly the topics that
 matter (replicated source topics, their remote topics, internal and recorded topics) in batched
 describe-configs requests, the ACLs where a flow syncs them, and whether unowned target topics already hold
-records.
+records. Then the consumer groups and offset-syncs of the flows that sync group offsets, and whether each
+committed offset translates exactly (records read within `exact_budget` seconds, `with_exact_offsets`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
-from reconciler.adapters.group_offsets import with_group_offsets
+from reconciler.adapters.group_offsets import EXACT_BUDGET, with_exact_offsets, with_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin, TopicMeta
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
 from reconciler.plan.definition import Kind, topic_address
@@ -40,7 +41,11 @@ def admins_for(desired: DesiredState, timeout: float) -> dict[str, KafkaAdmin]:
 
 
 def read_live_state(
-    desired: DesiredState, recorded: RecordedState, admins: dict[str, KafkaAdmin] | None = None, timeout: float = 30.0
+    desired: DesiredState,
+    recorded: RecordedState,
+    admins: dict[str, KafkaAdmin] | None = None,
+    timeout: float = 30.0,
+    exact_budget: float | None = EXACT_BUDGET,
 ) -> LiveState:
     admins = admins or admins_for(desired, timeout)
     metadata = _parallel(admins, lambda a: a.topics())
@@ -91,6 +96,7 @@ def read_live_state(
     with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
         states = dict(zip(admins, pool.map(phase2, admins), strict=True))
     live = with_group_offsets(desired, LiveState(clusters=states, warnings=warnings), admins, timeout=timeout)
+    live = with_exact_offsets(desired, live, admins, timeout=timeout, budget=exact_budget)
     return replace(live, round_trips={n: a.round_trips for n, a in admins.items()})
 
 

@@ -31,9 +31,10 @@ from reconciler.offsets.exact import (
     ExactTranslation,
     Record,
     SyncLookup,
-    conservative,
     exact_requests,
     match_exact,
+    still_copying,
+    unknown,
 )
 
 __all__ = ["EXACT_MARGIN", "Range", "RangeRead", "RangeReader", "translate_exactly"]
@@ -156,44 +157,65 @@ def translate_exactly(
     target_config: Mapping[str, Any],
     offset_lag_max: int,
     timeout: float = 30.0,
+    lag: Mapping[tuple[str, int], int] | None = None,
+    budget: float | None = None,
 ) -> list[ExactTranslation]:
     """Exact (or conservative, with the reason) translations of committed source offsets (topic, partition, G).
 
-    `remote_topic`: the flow's naming (source topic -> remote topic); `syncs`: the flow's offset-syncs.
+    `remote_topic`: the flow's naming (source topic -> remote topic); `syncs`: the flow's offset-syncs; `lag`:
+    per source partition, records not replicated yet (`replication_lag.replication_lag`): a partition with lag is
+    not read and stays conservative (`exact.still_copying`). `budget`: seconds for all the reads; the rounds it
+    leaves unread, and any read that fails, answer "exactness unknown" (`exact.unknown`) with the reason.
     """
     requests = exact_requests(offsets, syncs)
     limit = offset_lag_max + EXACT_MARGIN
     shared: dict[tuple[str, int, int, int], list[ExactRequest]] = {}
     out: list[ExactTranslation] = []
+    lag = lag or {}
     for r in requests:
+        behind = lag.get((r.topic, r.partition), 0)
         if r.sync is None:
             out.append(match_exact(r, (), None, ()))
+        elif behind > 0:
+            out.append(still_copying(r, behind))
         else:
             shared.setdefault((r.topic, r.partition, r.sync.upstream_offset, r.sync.downstream_offset), []).append(r)
     if not shared:
-        return out
+        return sorted(out, key=lambda x: (x.topic, x.partition, x.group_offset))
     # One read per round: the i-th sync of every partition (requests sharing a partition and a sync share it).
     by_partition: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for topic, partition, u, d in sorted(shared):
         by_partition.setdefault((topic, partition), []).append((u, d))
     rounds = max(len(v) for v in by_partition.values())
+    deadline = None if budget is None else time.monotonic() + budget
     source, target = RangeReader(source_config, timeout=timeout), RangeReader(target_config, timeout=timeout)
     try:
         for i in range(rounds):
             keys = [(t, p, *syncs[i]) for (t, p), syncs in by_partition.items() if i < len(syncs)]
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                why = f"not read: the time budget of {budget:g}s for reading records was spent"
+                out += [unknown(r, why) for k in keys for r in shared[k]]
+                continue
+            source.timeout = target.timeout = timeout if left is None else min(timeout, left)
             tops = [max(r.group_offset for r in shared[k]) for k in keys]
             reads = source.read([Range(t, p, u, limit + 1, top) for (t, p, u, _), top in zip(keys, tops, strict=True)])
             counts = [
                 max(sum(1 for x in read.records if x.offset < r.group_offset) for r in shared[k])
                 for k, read in zip(keys, reads, strict=True)
             ]
+            if deadline is not None:
+                target.timeout = max(0.1, min(timeout, deadline - time.monotonic()))
             copies = target.read(
                 [Range(remote_topic(t), p, d, min(n, limit) + 1) for (t, p, _, d), n in zip(keys, counts, strict=True)]
             )
             for k, read, copy in zip(keys, reads, copies, strict=True):
                 for r in shared[k]:
                     error = read.error or copy.error
-                    out.append(_unreadable(r, error) if error else _match(r, read.records, read.at_end, copy.records))
+                    if error:
+                        out.append(unknown(r, f"could not read the records: {error}"))
+                    else:
+                        out.append(_match(r, read.records, read.at_end, copy.records))
     finally:
         source.close()
         target.close()
@@ -205,8 +227,3 @@ def _match(r: ExactRequest, records: Sequence[Record], at_end: bool, copies: Seq
     after = next((x for x in records if x.offset >= r.group_offset), None)
     complete = after is not None or at_end
     return match_exact(r, before, after, copies, complete=complete)
-
-
-def _unreadable(r: ExactRequest, why: str) -> ExactTranslation:
-    answer = None if r.sync is None else conservative(r.sync, r.group_offset)
-    return ExactTranslation(r.topic, r.partition, r.group_offset, answer, None, f"could not read the records: {why}")

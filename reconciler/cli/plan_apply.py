@@ -59,11 +59,18 @@ def _render(plan: Plan, fmt: str, color: bool) -> str:
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes, 0 when there are none.")
 @_target_option
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for each cluster.")
+@click.option(
+    "--exact-budget",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds for reading the records that tell which group offsets translate exactly (0: not read).",
+)
 @click.pass_context
 @json_errors()
 def plan(
     ctx: click.Context, path: str, out: Path | None, fmt: str, detailed_exitcode: bool, targets: tuple[str, ...],
-    timeout: float,
+    timeout: float, exact_budget: float,
 ) -> None:  # fmt: skip
     """Show what apply would change: read the clusters, diff them against the desired state.
 
@@ -79,7 +86,7 @@ def plan(
     """
     loaded = load(path)
     with located_in(loaded), status("Reading the clusters, the state and the jobs"):
-        result = operations.make_plan(loaded.state, targets=targets, timeout=timeout)
+        result = operations.make_plan(loaded.state, targets=targets, timeout=timeout, exact_budget=exact_budget)
     if out is not None:
         out.write_text(result.to_json())
     click.echo(_render(result, fmt, _color(ctx)), nl=False)

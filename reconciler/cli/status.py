@@ -113,6 +113,10 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             facts.append(f"{s.data_loss_records:,} records deleted on the source before they were copied")
         if facts:
             out.append("  " + ", ".join(facts))
+        if s.mode:
+            slots = f", {s.task_slots} task slots" if s.task_slots else ""
+            mode = "real-time mode" if s.mode == "realtime" else "micro-batch mode"
+            out.append(f"  {mode} ({s.mode_reason}{slots})" if s.mode_reason else f"  {mode}{slots}")
         if s.metrics_url:
             out.append(f"  metrics (Prometheus): {s.metrics_url}")
         if s.lag:

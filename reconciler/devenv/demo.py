@@ -41,7 +41,7 @@ clusters:
   source: {{bootstrap_servers: "{source}"}}
   target: {{bootstrap_servers: "{target}"}}
 state: {{cluster: target}}
-spark: {{deploy: local, master: "local[2]", checkpoint_root: .kmirror/checkpoints}}
+spark: {{deploy: local, checkpoint_root: .kmirror/checkpoints}}
 flows:
   - name: {FLOW}
     source: source

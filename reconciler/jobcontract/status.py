@@ -52,6 +52,12 @@ class JobReport(TypedDict, total=False):
     data_loss_events: int
     #: The last data-loss event, in words.
     data_loss_last: str | None
+    #: The Spark execution mode the query runs in ("realtime" or "microbatch"), why, and its task slots.
+    mode: str
+    mode_reason: str
+    task_slots: int
+    #: True once the job left real-time mode because source partitions outgrew its task slots.
+    mode_fallback: bool
     #: Where the job started reading: "checkpoint", "offset-syncs" (its checkpoint was missing) or "start_from".
     resumed_from: str
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from reconciler.offsets.checkpoints import Translator
+    from reconciler.offsets.exact import ExactTranslation
 
 Permission = Literal["ALLOW", "DENY"]
 
@@ -75,6 +76,9 @@ class LiveState:
     #: Per flow name, its offset-syncs read to the end (only for flows that sync group offsets). A flow that is
     #: missing here has no offset-syncs topic yet: nothing can be translated.
     offset_syncs: Mapping[str, Translator] = field(default_factory=dict)
+    #: Per flow name, each committed source offset's exact or conservative translation and why (the records read
+    #: by `reconciler.adapters.group_offsets.with_exact_offsets`). A flow missing here was not read.
+    exact_offsets: Mapping[str, tuple[ExactTranslation, ...]] = field(default_factory=dict)
 
     def cluster(self, name: str) -> ClusterState:
         return self.clusters[name]

@@ -43,6 +43,8 @@ __all__ = [
     "exact_requests",
     "match_exact",
     "same_record",
+    "still_copying",
+    "unknown",
 ]
 
 KMIRROR_HEADER_PREFIX = "__kmirror."
@@ -109,10 +111,18 @@ class ExactTranslation:
     conservative: int | None
     exact: int | None
     reason: str
+    #: The records could not be read (an error, a timeout, the plan's time budget spent): exactness is unknown,
+    #: and the conservative offset is the answer.
+    unknown: bool = False
 
     @property
     def is_exact(self) -> bool:
         return self.exact is not None
+
+    @property
+    def verdict(self) -> str:
+        """`exact`, `conservative` (the records say so, `reason` why) or `unknown` (they could not be read)."""
+        return "exact" if self.is_exact else "unknown" if self.unknown else "conservative"
 
     @property
     def offset(self) -> int | None:
@@ -134,7 +144,7 @@ class ExactTranslation:
             "source_offset": self.group_offset,
             "conservative": self.conservative,
             "exact": self.exact,
-            "translation": "exact" if self.is_exact else "conservative",
+            "translation": self.verdict,
             "reason": self.reason,
         }
 
@@ -147,6 +157,32 @@ def exact_requests(offsets: Iterable[tuple[str, int, int]], syncs: SyncLookup) -
             continue
         out.append(ExactRequest(topic, partition, g, syncs.sync_at_or_before(TopicPartition(topic, partition), g)))
     return out
+
+
+def still_copying(request: ExactRequest, lag: int) -> ExactTranslation:
+    """The conservative answer for a partition the flow has not copied to its end yet (`lag` records behind).
+
+    Exact answers are given only once the flow has copied everything (producers stopped, lag 0: `kmirror
+    cutover`'s step 1), so `kmirror plan` and `kmirror cutover` answer the same for the same records; the records
+    are not read for such a partition.
+    """
+    g, sync = request.group_offset, request.sync
+    return ExactTranslation(
+        request.topic,
+        request.partition,
+        g,
+        None if sync is None else conservative(sync, g),
+        None,
+        f"the flow is still copying: {lag} record(s) of this partition on the source are not replicated yet "
+        "(producers not stopped, or the job is behind)",
+    )
+
+
+def unknown(request: ExactRequest, why: str) -> ExactTranslation:
+    """The conservative answer for a partition whose records could not be read: exactness unknown, and why."""
+    g, sync = request.group_offset, request.sync
+    answer = None if sync is None else conservative(sync, g)
+    return ExactTranslation(request.topic, request.partition, g, answer, None, why, unknown=True)
 
 
 def match_exact(
@@ -173,7 +209,9 @@ def match_exact(
         return fallback("no offset-sync at or before the committed offset")
     u, d = sync.upstream_offset, sync.downstream_offset
     if not complete:
-        return fallback(f"more than {len(before)} records between the offset-sync at {u} and {g}")
+        return fallback(
+            f"more than {len(before)} records between the offset-sync at {u} and {g} (beyond the compare bound)"
+        )
     n = len(before)
     if any(not u <= r.offset < g for r in before) or any(a.offset >= b.offset for a, b in pairwise(before)):
         raise ValueError(f"{t}/{p}: source records outside [{u}, {g}) or out of order")

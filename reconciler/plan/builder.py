@@ -47,7 +47,7 @@ def build_plan(
         plan_internal_topics(desired, live, recorded),
         plan_remote_topics(desired, live, recorded),
         plan_acls(desired, live, recorded),
-        plan_jobs(desired, recorded, jobs),
+        plan_jobs(desired, recorded, jobs, live),
         plan_group_offsets(desired, live),
     ]
     errors = [e for s in steps for e in s.errors]

@@ -10,7 +10,15 @@ group is already at or past the translation is left alone (a target group never 
 EMPTY on the target (or absent there) are written; a group with members on the target whose offsets would
 change is a plan error naming it.
 
-Pure: values in, values out; the live reader supplies the groups and the offset-syncs.
+Exact or conservative: the live state carries, per flow, each committed offset's exact translation where the
+records prove it (`LiveState.exact_offsets`, decided by `reconciler.offsets.exact` on the records the adapter
+read). A partition translated exactly is written at its exact offset; the others at MM2's. Each partition says
+`translation` (`exact`, `conservative`, or `unknown` when the records could not be read, MM2's offset then),
+`conservative_offset` (MM2's answer) and, when not exact, `why`; each change says the same for the group
+(`exact`, `conservative`, `mixed` or `unknown`). `kmirror cutover` plans with this same function, so the plan and
+the cutover give the same answer for the same records.
+
+Pure: values in, values out; the live reader supplies the groups, the offset-syncs and the exact translations.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.live.model import GroupInfo, LiveState
-from reconciler.offsets.checkpoints import WRITABLE_STATES, translate_group
+from reconciler.offsets.checkpoints import WRITABLE_STATES, Translator, translate_group
+from reconciler.offsets.exact import ExactTranslation, ExactTranslator
 from reconciler.plan.definition import Action, Kind, ResourceChange, group_offsets_address
 from reconciler.plan.topics import TopicPlan
 from reconciler.spec.models import DesiredState, FlowSpec
@@ -60,8 +69,11 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
         )
         return
     target = live.clusters[flow.target].groups
+    verdicts = live.exact_offsets.get(flow.name)
+    exact = ExactTranslator(store, verdicts) if verdicts is not None else None
+    translator: Translator = exact if exact is not None else store
     for group, info in groups.items():
-        rows = translate_group(info.offsets, store, remote_topic=flow.remote_topic, replicated=flow.topic_matches)
+        rows = translate_group(info.offsets, translator, remote_topic=flow.remote_topic, replicated=flow.topic_matches)
         current = target.get(group)
         have: Mapping[tuple[str, int], int] = current.offsets if current is not None else {}
         moving: list[dict[str, Any]] = []
@@ -84,6 +96,8 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             meta = info.metadata.get((r.source_topic, r.partition))
             if meta:
                 row["metadata"] = meta  # the source commit's metadata string, written with the offset
+            found = exact.get(r.source_topic, r.partition, r.source_offset) if exact is not None else None
+            row.update(translation_of(found, r.target_offset, read=verdicts is not None))
             moving.append(row)
         address = group_offsets_address(flow.target, group)
         if untranslated:
@@ -101,12 +115,20 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
                 f"flow's groups.exclude), then plan again."
             )
             continue
-        header = {"cluster": flow.target, "group": group, "flow": flow.name, "source_cluster": flow.source}
+        verdict, summary = group_translation(moving)
+        header = {
+            "cluster": flow.target,
+            "group": group,
+            "flow": flow.name,
+            "source_cluster": flow.source,
+            "translation": verdict,
+        }
         before = None
+        header_before = {k: v for k, v in header.items() if k != "translation"}
         if have:
             moved = {(m["topic"], m["partition"]) for m in moving}
             before = {
-                **header,
+                **header_before,
                 "partitions": [
                     {"topic": t, "partition": p, "current_offset": o}
                     for (t, p), o in sorted(have.items())
@@ -118,7 +140,7 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             f"translated from {flow.source}: {len(moving) - forward} partition(s) new, {forward} moving forward"
             if have
             else f"translated from {flow.source}; the group has no offsets on {flow.target} yet"
-        )
+        ) + f"; {summary}"
         out.changes.append(
             ResourceChange(
                 address=address,
@@ -129,3 +151,38 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
                 reason=reason,
             )
         )
+
+
+def translation_of(found: ExactTranslation | None, target_offset: int, *, read: bool) -> dict[str, Any]:
+    """A partition row's `translation`, `conservative_offset` and `why`, from its exact translation (if any).
+
+    `read` False: the records were not read for this flow (the live state has no exact translations for it).
+    """
+    if found is None:
+        why = "the records were not read" if not read else "no exact translation was attempted for this offset"
+        return {"translation": "unknown", "why": why}
+    # The translator answers `found.exact` where there is one, so an exact row's target offset is it.
+    verdict = found.verdict if found.exact in (None, target_offset) else "conservative"
+    out: dict[str, Any] = {"translation": verdict}
+    if found.conservative is not None:
+        out["conservative_offset"] = found.conservative  # MM2's answer, for comparison
+    if out["translation"] != "exact":
+        out["why"] = found.reason
+    return out
+
+
+def group_translation(rows: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
+    """A group's translation over its partition rows (`exact`, `conservative`, `mixed`, `unknown`), and a summary.
+
+    `exact`: every partition exact; `unknown`: none exact and at least one unknown, the rest conservative
+    (nothing says any would be exact); `conservative`: none exact, the records say why; `mixed`: some exact.
+    """
+    counts = dict.fromkeys(("exact", "conservative", "unknown"), 0)
+    for r in rows:
+        counts[str(r.get("translation", "unknown"))] += 1
+    n = sum(counts.values())
+    if counts["exact"] == n:
+        return "exact", "translation exact (every partition matched record for record)"
+    verdict = "mixed" if counts["exact"] else "unknown" if counts["unknown"] else "conservative"
+    parts = [f"{k} {v}" for k, v in counts.items() if v]
+    return verdict, f"translation {verdict} ({', '.join(parts)} of {n} partition(s))"

@@ -65,6 +65,11 @@ class JobInfo:
     checkpoint: str | None = None
     checkpoint_missing: bool | None = False
     host: str | None = None
+    #: The execution mode the running job chose and why (e.g. micro-batch: partitions outgrew its task slots).
+    mode: str | None = None
+    mode_reason: str | None = None
+    #: The job left real-time mode while running because source partitions outgrew its task slots.
+    mode_fallback: bool = False
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,27 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
+from reconciler.live.model import LiveState
 from reconciler.plan.definition import Action, Kind, ResourceChange, job_address
 from reconciler.plan.inputs import JobStatus, RecordedState
-from reconciler.plan.topics import TopicPlan
-from reconciler.spec.models import DesiredState
+from reconciler.plan.topics import TopicPlan, replicated_topics
+from reconciler.spec.models import DesiredState, FlowSpec
+from reconciler.spec.placement import Placement, choose_placement
 
 
-def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -> TopicPlan:
+def placement_of(desired: DesiredState, flow: FlowSpec, live: LiveState | None) -> Placement | None:
+    """The mode and task slots the flow's job will choose, from the source partitions live now (None: unread)."""
+    if live is None or flow.source not in live.clusters:
+        return None
+    source = live.cluster(flow.source)
+    partitions = sum(source.topics[t].partitions for t in replicated_topics(flow, source) if t in source.topics)
+    spark = desired.spark
+    return choose_placement(deploy=spark.deploy, master=spark.master, conf=dict(spark.conf), partitions=partitions)
+
+
+def plan_jobs(
+    desired: DesiredState, recorded: RecordedState, jobs: JobStatus, live: LiveState | None = None
+) -> TopicPlan:
     out = TopicPlan()
     if desired.spark.deploy == "none":
         return out  # records are copied by something else; kmirror manages no job
@@ -65,6 +79,9 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
         running_digest = info.spec_digest if info is not None and info.running else None
         known_digest = running_digest or (last or {}).get("spec_digest")
 
+        placement = placement_of(desired, flow, live)
+        where = f"; {placement.describe()}" if placement is not None else ""
+
         def change(action: Action, operation: str, reason: str, **extra: str) -> ResourceChange:
             after = {
                 "flow": flow.name,  # noqa: B023 - used at once, inside this iteration
@@ -80,7 +97,7 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
                 action=action,
                 before=before,  # noqa: B023
                 after=after,
-                reason=reason,
+                reason=reason + where,  # noqa: B023
             )
 
         old = renamed.get(flow.name)
@@ -105,6 +122,15 @@ def plan_jobs(desired: DesiredState, recorded: RecordedState, jobs: JobStatus) -
             reason = f"spec changed ({fields}); job {state}, restarts where it stopped"
             switch = delivery_change((last or {}).get("spec"), flow.replication.delivery)
             out.changes.append(change(Action.REPLACE, "redeploy", reason + (f"; {switch}" if switch else "")))
+        elif info is not None and info.mode_fallback and placement is not None and placement.mode == "realtime":
+            out.changes.append(
+                change(
+                    Action.REPLACE,
+                    "redeploy",
+                    f"the job left real-time mode ({info.mode_reason}); a redeploy sizes it for the partitions "
+                    "now and restarts where it stopped",
+                )
+            )
         elif running_digest is None:
             detail = f": {info.detail}" if info is not None and info.detail else ""
             if info is not None and info.checkpoint_missing:

@@ -171,7 +171,10 @@ def change_view(change: Mapping[str, Any]) -> ChangeView:
         lines = _job_lines(action, before, after)
     elif kind == "group_offsets" and _offset_rows(after or before) is not None:
         table = _offsets_table(action, after or before or {})
-        lines = _generic_lines(_without(before, _OFFSET_KEYS), _without(after, _OFFSET_KEYS))
+        lines = (
+            *_generic_lines(_without(before, _OFFSET_KEYS), _without(after, _OFFSET_KEYS)),
+            *_translation_lines(after or before or {}),
+        )
     else:
         lines = _generic_lines(before, after)
     return ChangeView(
@@ -433,8 +436,9 @@ def _job_lines(action: str, before: dict[str, Any] | None, after: dict[str, Any]
 
 # -- group offsets ------------------------------------------------------------------------------------------
 
-_OFFSET_KEYS = ("cluster", "group", "partitions")
+_OFFSET_KEYS = ("cluster", "group", "partitions", "translation")
 _OFFSET_COLUMNS = ("topic", "partition", "source offset", "target offset", "current offset")
+_TRANSLATION_COLUMN = "translation"
 
 
 def _offset_rows(form: Mapping[str, Any] | None) -> list[Mapping[str, Any]] | None:
@@ -447,6 +451,7 @@ def _offset_rows(form: Mapping[str, Any] | None) -> list[Mapping[str, Any]] | No
 def _offsets_table(action: str, form: Mapping[str, Any]) -> Table:
     """One row per partition: the committed source offset, its translation, and what the target group has now."""
     rows: list[tuple[Op, tuple[str, ...]]] = []
+    verdicts = any("translation" in r for r in _offset_rows(form) or ())
     for r in sorted(_offset_rows(form) or (), key=lambda r: (str(r.get("topic")), _int_key(r.get("partition")))):
         current, target = r.get("current_offset"), r.get("target_offset")
         op: Op
@@ -458,9 +463,31 @@ def _offsets_table(action: str, form: Mapping[str, Any]) -> Table:
             op = " "
         else:
             op = "~"
-        cells = (r.get("topic"), r.get("partition"), r.get("source_offset"), target, current)
+        cells: tuple[Any, ...] = (r.get("topic"), r.get("partition"), r.get("source_offset"), target, current)
+        if verdicts:
+            cells = (*cells, r.get("translation"))
         rows.append((op, tuple("-" if c is None else clean(str(c)) for c in cells)))
+    if verdicts:  # a plan made before the exact translation has no verdicts
+        columns = (*_OFFSET_COLUMNS, _TRANSLATION_COLUMN)
+        return Table(columns=columns, rows=tuple(rows), right_aligned=(False, True, True, True, True, False))
     return Table(columns=_OFFSET_COLUMNS, rows=tuple(rows), right_aligned=(False, True, True, True, True))
+
+
+def _translation_lines(form: Mapping[str, Any]) -> tuple[Line, ...]:
+    """The group's translation (exact, conservative, mixed, unknown), then why, for each partition not exact."""
+    verdict = form.get("translation")
+    if verdict is None:
+        return ()
+    notes = []
+    for r in sorted(_offset_rows(form) or (), key=lambda r: (str(r.get("topic")), _int_key(r.get("partition")))):
+        how = r.get("translation")
+        if how in (None, "exact"):
+            continue
+        why = r.get("why") or "no reason given"
+        text = f"exactness unknown ({why})" if how == "unknown" else f"{how}: {why}"
+        notes.append(Line(" ", clean(f"{r.get('topic')}/{r.get('partition')}: {text}")))
+    head = Line(" ", "translation", new=clean(str(verdict)))
+    return (head, *notes)
 
 
 def _int_key(value: Any) -> int:

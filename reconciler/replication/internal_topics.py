@@ -42,6 +42,10 @@ def ensure_internal_topics(admin: KafkaAdmin, names: Iterable[str]) -> None:
         if not outcome.ok:
             raise KmirrorError(f"cannot create internal topic {outcome.key} on {admin.cluster}: {outcome.message}")
         log.info("created internal topic %s on %s", outcome.key, admin.cluster)
+    # Listed from here on (the job sizes its task slots from the topics it lists next): wait for the metadata.
+    deadline = time.monotonic() + 15
+    while missing and time.monotonic() < deadline and not {n for n, *_ in missing} <= set(admin.topics()):
+        time.sleep(0.2)
 
 
 def _producer(config: Mapping[str, Any], client_id: str) -> Any:

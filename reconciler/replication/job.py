@@ -39,13 +39,16 @@ read every few seconds), kmirror_batches_total, kmirror_last_batch_timestamp_sec
 from the batch's offset ranges, ages and latencies from the batch's observed timestamps, so they are
 batch-granular: age = when the batch's write began - timestamp, latency = batch end - timestamp (see docs/metrics.md).
 
-Modes (`spark.kmirror.mode`): `microbatch` (the default) as above, one micro-batch every `triggerInterval`; and
-`realtime`, Spark 4.1's real-time mode: the same query (source, observe, projection, interceptor) written by the
-plain Kafka sink with a real-time trigger, so every source partition is one long-running task that forwards each
-record as it arrives, and `triggerInterval` is the checkpoint interval (default 10 s) at which offsets are
-committed and a progress event arrives. It needs a task slot per source partition (`spark.master local[N]` with N
-at least the partitions, or as many executor cores): the job refuses to start with fewer. Metrics are per
-checkpoint interval in this mode.
+Modes (`spark.kmirror.mode`, else chosen by `reconciler.spec.placement` from the replicated source partitions
+and the task slots, before the Spark context is created so the job can size it): `realtime`, Spark 4.1's
+real-time mode, the default: the same query (source, observe, projection, interceptor) written by the plain
+Kafka sink with a real-time trigger, so every source partition is one long-running task that forwards each
+record as it arrives, and `triggerInterval` is the checkpoint interval (default 60 s) at which offsets are
+committed and a progress event arrives (between them the status counts the records the interceptors saw
+acknowledged). It needs a task slot per source partition: with `spark.master` left out the job sets
+`local[2 x partitions]`, on a standalone master it asks for a core per partition; too few slots choose
+`microbatch` (one micro-batch every `triggerInterval`, as above), or, with `realtime` asked for, refuse to start.
+Partitions outgrowing the slots while it runs move the query to micro-batch mode at the next commit.
 
 SIGTERM (or SIGINT): the batch in flight finishes, a batch that starts after the signal is refused before it
 writes anything (Spark re-runs it on the next start), the query stops, held offset-syncs are sent, the process
@@ -92,6 +95,7 @@ from reconciler.spec.client_config import java_client_properties, kafka_client_c
 from reconciler.spec.defaults import JOB_MODES
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
+from reconciler.spec.placement import Placement, choose_placement
 from reconciler.spec.redaction import ScrubbingStream, scrub, scrubbing_log_filter
 from reconciler.spec.redaction import learn as learn_secrets
 from reconciler.spec.secrets import SecretRef
@@ -110,8 +114,13 @@ LAG_REFRESH_SECONDS = 5.0
 #: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
-#: Real-time mode's checkpoint interval: offsets committed, metrics and status updated, new topics seen.
-DEFAULT_REALTIME_INTERVAL = "10 seconds"
+#: Real-time mode's checkpoint interval: offsets committed, metrics and status updated, new topics seen. Records
+#: are forwarded as they arrive whatever it is; at each boundary the tasks end, the driver commits and plans, and
+#: new tasks start (0.3-1.5 s on 2 cores during which records wait), so fewer boundaries mean a lower p99. A
+#: minute is MM2's own offset commit interval (offset.flush.interval.ms); Spark's guide recommends minutes.
+#: The cost: a crash re-sends up to one interval's records (none with `delivery: exactly_once`), a graceful stop
+#: waits for the running interval to end (nothing re-sent), and new source topics are read from the next one.
+DEFAULT_REALTIME_INTERVAL = "60 seconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
 #: client-side metadata cache of the consumers and admin it uses).
 METADATA_MAX_AGE_MS = "3000"
@@ -253,6 +262,10 @@ class ReplicationJob:
         self.metrics = ReplicationMetrics(spec.flow.source, spec.flow.target)
         self._spark: Any = None
         self.mode = "microbatch"
+        self.slots: int | None = None
+        self.placement: Placement | None = None
+        #: Set when partitions outgrew real-time mode's task slots: the query restarts in micro-batch mode.
+        self._fallback: str | None = None
 
     # -- clients (secrets resolved here, kept in memory only) -----------------------------------------------
     def _client(self, alias: str) -> dict[str, Any]:
@@ -290,6 +303,7 @@ class ReplicationJob:
         )
 
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
+        self.placement = self._place(self.topics.replicated_partitions())
         spark = self._spark = self._spark_session()
         self._check_mode(spark)  # before anything is created on the clusters
         self.topics.refresh()
@@ -339,7 +353,17 @@ class ReplicationJob:
         )
         error = self._await(query)
         failures = 0
-        while error is not None and not self._stopping.is_set():
+        while (error is not None or self._fallback) and not self._stopping.is_set():
+            if self._fallback and error is None:
+                log.warning("flow %s: %s; continuing in micro-batch mode (a redeploy sizes the job again)", flow.name,
+                            self._fallback)  # fmt: skip
+                self.mode = "microbatch"
+                self.status.update(mode=self.mode, mode_reason=self._fallback, mode_fallback=True)
+                self._fallback = None
+                query = self._start_query(spark)
+                error = self._await(query)
+                continue
+            self._fallback = None
             # At least once: the failed batch was not committed, so the restarted query re-runs it.
             if self.batches > self._batches_at_restart:
                 failures = 0  # it made progress since the last restart: a new run of failures
@@ -368,6 +392,7 @@ class ReplicationJob:
         if checkpoints is not None:
             checkpoints.join(timeout=30)
         self._flush_offset_syncs(spark)
+        self._live_counts()
         self._report(final=True)
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
         spark.stop()
@@ -426,12 +451,17 @@ class ReplicationJob:
                 break
             if time.monotonic() - last_lag >= LAG_REFRESH_SECONDS:
                 self._refresh_lag(query)
+                self._live_counts()
                 last_lag = time.monotonic()
+                if self._outgrown():
+                    break
             if time.monotonic() - last_report >= 30:
                 self._report()
                 last_report = time.monotonic()
-        if self._stopping.is_set():
-            log.info("stop requested: finishing the batch in flight")
+        if self._stopping.is_set() or self._fallback:
+            log.info(
+                "%s: finishing the batch in flight", "stop requested" if self._stopping.is_set() else "mode change"
+            )
             if self.flow.replication.delivery == "exactly_once":
                 pass  # what a stopped batch sent is aborted or skipped on the next start: nothing to wait for
             elif self.mode == "realtime":
@@ -446,14 +476,48 @@ class ReplicationJob:
         log.error("query failed: %s", exc)
         return failure_summary(str(exc))
 
+    def _place(self, partitions: int, slots_now: int | None = None) -> Placement:
+        """The mode and task slots for `partitions` replicated source partitions (reconciler.spec.placement)."""
+        spark = self.spec.spark
+        return choose_placement(
+            deploy=spark.deploy, master=spark.master, conf=dict(spark.conf), partitions=partitions, slots_now=slots_now
+        )
+
     def _check_mode(self, spark: Any) -> None:
-        """`spark.kmirror.mode`, and for real-time mode a task slot per replicated source partition."""
-        self.mode = job_mode(str(spark.conf.get(MODE, "microbatch")))
-        if self.mode == "realtime":
-            sc = spark.sparkContext
-            problem = realtime_slots_error(self.topics.replicated_partitions(), sc.defaultParallelism, sc.master)
+        """`spark.kmirror.mode` (validated), or the automatic choice, on the task slots the context has."""
+        requested = spark.conf.get(MODE, None)
+        if requested is not None:
+            job_mode(str(requested))
+        sc = spark.sparkContext
+        partitions = self.topics.replicated_partitions()
+        slots = self._task_slots(sc, partitions)
+        placement = self._place(partitions, slots)
+        if placement.mode == "realtime":
+            problem = realtime_slots_error(partitions, slots, sc.master)
             if problem is not None:
                 raise JobSettingError(problem)
+        self.mode, self.slots, self.placement = placement.mode, slots, placement
+        self.status.update(mode=self.mode, mode_reason=placement.reason, task_slots=slots)
+        log.info("flow %s: %s, %d task slot(s) on %s", self.flow.name, placement.describe(), slots, sc.master)
+
+    def _task_slots(self, sc: Any, partitions: int) -> int:
+        """The context's task slots; on a cluster, after waiting up to 30 s for executors to register."""
+        deadline = time.monotonic() + 30
+        while not str(sc.master).startswith("local") and sc.defaultParallelism < partitions:
+            if time.monotonic() >= deadline or self._stopping.wait(1.0):
+                break
+        return int(sc.defaultParallelism)
+
+    def _outgrown(self) -> bool:
+        """Real-time mode with more source partitions now than task slots: the extra partitions' tasks would
+        never be scheduled, so the job goes on in micro-batch mode (the plan and status say so)."""
+        seen = self.topics.partitions_seen
+        if self.mode != "realtime" or seen is None or self.slots is None or seen <= self.slots:
+            return False
+        self._fallback = (
+            f"{seen} source partitions now but {self.slots} task slots: real-time mode needs one per partition"
+        )
+        return True
 
     def _interval(self) -> str:
         """`triggerInterval` as Spark's interval text: the micro-batch trigger, or real-time mode's checkpoint
@@ -522,6 +586,42 @@ class ReplicationJob:
         except Exception:
             return None
 
+    def _acknowledged(self) -> tuple[int, int] | None:
+        """Records and bytes the target acknowledged, from the interceptors of the driver's JVM (local mode)."""
+        try:
+            if not str(self._spark.sparkContext.master).startswith("local"):
+                return None
+            interceptor = self._spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor
+            return int(interceptor.recordsAcknowledged()), int(interceptor.bytesAcknowledged())
+        except Exception:
+            return None
+
+    def _acknowledged_metrics(self) -> bool:
+        """Real-time mode in local mode: counts, ages and latencies come from the interceptors (per record, as
+        acknowledged) rather than from Spark's progress, which arrives once per checkpoint interval. Not with
+        exactly-once delivery: its transactional producers have no interceptor, so Spark's progress counts."""
+        if self.flow.replication.delivery == "exactly_once":
+            return False
+        return self.mode == "realtime" and str(self._spark.sparkContext.master).startswith("local")
+
+    def _live_counts(self) -> None:
+        """Real-time mode reports progress once per checkpoint interval: between, the metrics and the status
+        count what the target acknowledged (local mode; on a cluster they move at each interval)."""
+        if not self._acknowledged_metrics():
+            return
+        try:
+            drained = str(
+                self._spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor.drainAcknowledged()
+            )
+        except Exception as exc:  # a metric must never stop replication
+            self._warn_once(f"acknowledged records not read from the interceptors: {exc}")
+            return
+        with self._progress_lock:
+            self.metrics.observe_acknowledged(drained)
+            acked = self._acknowledged()
+            if acked is not None and acked[0] > self.records:
+                self.status.update(records=acked[0], bytes=max(self.bytes, acked[1]))
+
     def _flush_offset_syncs(self, spark: Any) -> None:
         """Send the held offset-syncs now (local mode; executors elsewhere send theirs when they exit)."""
         try:
@@ -551,6 +651,11 @@ class ReplicationJob:
         refs = {k: v for k, v in self.spec.spark.conf.items() if isinstance(v, SecretRef)}
         for key, value in self._resolved(refs).items():
             builder = builder.config(key, value)
+        # Sized by kmirror when the file leaves it open (reconciler.spec.placement): a slot per partition.
+        if self.placement is not None and self.placement.master is not None:
+            builder = builder.config("spark.master", self.placement.master)
+        if self.placement is not None and self.placement.cores_max is not None:
+            builder = builder.config("spark.cores.max", str(self.placement.cores_max))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         return spark
@@ -591,11 +696,12 @@ class ReplicationJob:
             )
         self._sink = sink_options(self._java(flow.target), self._resolved(flow.replication.producer), self._interceptor)
         stream = spark.readStream.format("kafka").options(**source).load()
-        observed = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
+        if not self._acknowledged_metrics():  # else the interceptors count: no aggregate per record needed
+            stream = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
         if flow.replication.delivery == "exactly_once":
-            return self._start_exactly_once(spark, observed)
+            return self._start_exactly_once(spark, stream)
         writer = (
-            observed.selectExpr(*sink_projection(flow))
+            stream.selectExpr(*sink_projection(flow))
             .writeStream.queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", self.checkpoint)
         )
@@ -646,16 +752,20 @@ class ReplicationJob:
             return
         with self._progress_lock:
             written_ms = batch.started_ms + batch.duration_ms
-            self.metrics.observe_batch(batch.partitions, batch.read_ms, written_ms)
+            if self._acknowledged_metrics():
+                self.metrics.observe_commit()  # its records were counted as the target acknowledged them
+            else:
+                self.metrics.observe_batch(batch.partitions, batch.read_ms, written_ms)
             self.metrics.observe_positions(batch.ends)
             self.batches += 1
             self.records += batch.records
             self.bytes += batch.bytes
             self._log_batch(batch)
+            acked = self._acknowledged() if self.mode == "realtime" else None
             self.status.update(
                 batches=self.batches,
-                records=self.records,
-                bytes=self.bytes,
+                records=max(self.records, acked[0] if acked else 0),
+                bytes=max(self.bytes, acked[1] if acked else 0),
                 last_batch_id=batch.batch_id,
                 last_batch_at=time.time(),
                 last_batch_seconds=round(batch.duration_ms / 1000, 3),

@@ -150,6 +150,41 @@ class ReplicationMetrics(Collector):
             self.batches += 1
             self.last_batch_at = time.time()
 
+    def observe_acknowledged(self, lines: str) -> int:
+        """What the target acknowledged per source partition since the last call (the interceptors'
+        `drainAcknowledged()` text: real-time mode, where Spark's progress comes once per checkpoint interval).
+        Ages and latencies are per record there: age at send, latency at acknowledgement. Returns the records."""
+        now = time.monotonic()
+        total = 0
+        with self._lock:
+            for line in lines.splitlines():
+                f = line.split("\t")
+                if len(f) != 15:
+                    continue
+                topic, partition, remote = f[0], int(f[1]), f[2]
+                count, size, _ts_sum, _ts_min, ts_max, age_sum, age_max, age_min, lat_sum, lat_max, lat_min, last = (
+                    int(v) for v in f[3:]
+                )
+                key = (topic, partition)
+                part = self._partitions.setdefault(key, _Partition(remote))
+                part.remote_topic = remote
+                part.count += count
+                part.bytes += size
+                sample = _Sample(now, count, size, age_sum, age_max, age_min, lat_sum, lat_max, lat_min)
+                part.window.append(sample)
+                part.last = sample
+                if ts_max:
+                    part.newest_ms = ts_max if part.newest_ms is None else max(part.newest_ms, ts_max)
+                self._positions[key] = max(self._positions.get(key, 0), last + 1)
+                total += count
+        return total
+
+    def observe_commit(self, when: float | None = None) -> None:
+        """A batch committed whose records were counted as they were acknowledged (`observe_acknowledged`)."""
+        with self._lock:
+            self.batches += 1
+            self.last_batch_at = time.time() if when is None else when
+
     def observe_positions(self, positions: Mapping[TopicPartition, int]) -> None:
         """Committed positions (next offset to read) of the query, e.g. from its last progress."""
         with self._lock:

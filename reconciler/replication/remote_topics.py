@@ -51,6 +51,8 @@ class RemoteTopicKeeper:
         self._refreshed_at = float("-inf")
         self.created: list[str] = []
         self.grown: list[str] = []
+        #: Replicated source partitions at the last refresh (the watcher keeps it fresh); None before one.
+        self.partitions_seen: int | None = None
 
     def ensure(self, touched: Mapping[str, int]) -> None:
         """Make sure each source topic's remote topic holds partition `touched[topic]` (the highest seen)."""
@@ -107,6 +109,7 @@ class RemoteTopicKeeper:
     def refresh(self) -> None:
         """Read the source's topics and create or grow every remote topic that is missing or too small."""
         source, wanted = self._wanted()
+        self.partitions_seen = sum(source[s].partitions for s in wanted)
         target = self.target.topics()
         new = sorted(s for s, r in wanted.items() if r not in target)
         configs = self.source.explicit_topic_configs(new) if new else {}

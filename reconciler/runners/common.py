@@ -156,6 +156,9 @@ def job_info(
         checkpoint=job.checkpoint,
         checkpoint_missing=missing,
         host=host,
+        mode=report.get("mode"),
+        mode_reason=report.get("mode_reason"),
+        mode_fallback=bool(report.get("mode_fallback")),
     )
 
 

@@ -67,6 +67,9 @@ from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 
 ENTRY = Path(__file__).parents[1] / "replication" / "entry.py"
+#: spark-submit's master when the file names none: the job sets `local[N]` itself when it starts, from the
+#: source partitions it reads then (reconciler.spec.placement).
+UNSIZED_LOCAL_MASTER = "local[*]"
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class LocalRunner:
         state_topic: str = DEFAULT_STATE_TOPIC,
         deployments: Mapping[str, Mapping[str, Any]] | None = None,
         root: Path | None = None,
-        stop_timeout: float = 60.0,
+        stop_timeout: float = 150.0,
         start_timeout: float = 180.0,
         python: str = sys.executable,
     ) -> None:
@@ -154,7 +157,7 @@ class LocalRunner:
             folder.status.unlink()
         cmd = [
             str(spark_submit()),
-            "--master", spark.master,
+            "--master", spark.master or UNSIZED_LOCAL_MASTER,
             "--name", f"kmirror-{flow}",
             "--properties-file", str(folder.path / "spark.properties"),
             "--jars", ",".join(str(p) for p in job_jars()),

@@ -101,7 +101,11 @@ class SparkSpec(SpecModel):
         "none: kmirror runs no replication job (it manages topics, configs, ACLs and offsets only, e.g. while "
         "another tool such as MM2 copies the records).",
     )
-    master: str = Field(default="local[2]", description="local[N] for deploy=local, spark://host:port otherwise.")
+    master: str | None = Field(
+        default=None,
+        description="spark://host:port for deploy=standalone; for deploy=local, local[N], or left out: the job sizes "
+        "local[N] itself, two task slots per replicated source partition (real-time mode needs one each).",
+    )
     rest_url: str | None = Field(
         default=None, description="Spark standalone REST submission server, e.g. http://host:6066."
     )
@@ -123,9 +127,9 @@ class SparkSpec(SpecModel):
 
     @model_validator(mode="after")
     def _master_matches_deploy(self) -> SparkSpec:
-        if self.deploy == "local" and not self.master.startswith("local"):
-            raise ValueError(f"deploy 'local' needs master 'local[N]', got {self.master!r}")
-        if self.deploy == "standalone" and not self.master.startswith("spark://"):
+        if self.deploy == "local" and self.master is not None and not self.master.startswith("local"):
+            raise ValueError(f"deploy 'local' needs master 'local[N]' (or none: kmirror sizes it), got {self.master!r}")
+        if self.deploy == "standalone" and not (self.master or "").startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
         problem = checkpoint_root_problem(self.checkpoint_root, self.deploy)
         if problem is not None:

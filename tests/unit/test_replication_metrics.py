@@ -55,3 +55,24 @@ def test_progress_positions_reads_the_sources_end_offsets_as_json_or_mapping() -
     progress = {"sources": [{"endOffset": '{"a":{"0":5,"1":7}}'}, {"endOffset": {"b": {"2": 9}}}]}
     assert progress_positions(progress) == {("a", 0): 5, ("a", 1): 7, ("b", 2): 9}
     assert progress_positions(None) == {}
+
+
+def test_acknowledged_records_become_per_record_ages_latencies_and_positions() -> None:
+    """Real-time mode: the interceptors' drained text (per source partition) feeds the same series."""
+    metrics = ReplicationMetrics("src", "tgt")
+    # topic, partition, remote, count, bytes, ts sum/min/max, age sum/max/min, latency sum/max/min, last offset
+    line = "\t".join(str(v) for v in ("orders", 2, "src.orders", 4, 400, 4000, 900, 1100, 40, 15, 5, 80, 30, 10, 41))
+    assert metrics.observe_acknowledged(line + "\nnot a line\n") == 4
+    metrics.observe_acknowledged(line.replace("\t41", "\t45"))  # the next drain adds up
+    metrics.observe_commit()
+    metrics.observe_source_ends({("orders", 2): 50})
+    got = _scrape(serve(metrics, 0, "127.0.0.1"))
+    p2 = (("partition", "2"), ("source", "src"), ("target", "tgt"), ("topic", "src.orders"))
+    assert got[("kmirror_record_count_total", p2)] == 8
+    assert got[("kmirror_byte_count_total", p2)] == 800
+    assert got[("kmirror_record_age_ms_avg", p2)] == pytest.approx(10)
+    assert got[("kmirror_replication_latency_ms_avg", p2)] == pytest.approx(20)
+    assert got[("kmirror_replication_latency_ms_max", p2)] == 30
+    lag = {dict(labels)["partition"]: v for (name, labels), v in got.items() if name == "kmirror_partition_lag"}
+    assert lag == {"2": 50 - 46}
+    assert got[("kmirror_batches_total", (("source", "src"), ("target", "tgt")))] == 1

@@ -62,6 +62,21 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     /** Every live interceptor of this JVM, for flushAll() and the exit hook. */
     private static final Set<ReplicationInterceptor> LIVE = ConcurrentHashMap.newKeySet();
 
+    /**
+     * Records (and their key and value bytes) the target acknowledged in this JVM: the job's live counts in
+     * real-time mode, whose progress events come once per checkpoint interval.
+     */
+    private static final AtomicLong ACKED_RECORDS = new AtomicLong();
+    private static final AtomicLong ACKED_BYTES = new AtomicLong();
+
+    /**
+     * Per source partition, what was acknowledged since the last drainAcknowledged(): count, bytes, source
+     * timestamp sum/min/max, age at send (send time - timestamp) sum/max/min, latency at acknowledgement
+     * (acknowledgement time - timestamp) sum/max/min, last source offset, remote topic. The job's metrics in
+     * real-time mode, where Spark's progress comes once per checkpoint interval.
+     */
+    private static final ConcurrentHashMap<TopicPartition, Stats> ACKED = new ConcurrentHashMap<>();
+
     static {
         Runtime.getRuntime().addShutdownHook(new Thread(ReplicationInterceptor::flushAll, "kmirror-syncs-exit"));
     }
@@ -117,7 +132,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         int keySize = record.key() == null ? -1 : record.key().length;
         int valueSize = record.value() == null ? -1 : record.value().length;
         if (last == null || !HEADER.equals(last.key()) || last.value() == null) {
-            lane(tp).sent(new Pending(null, -1L, keySize, valueSize)); // keeps the queue aligned
+            lane(tp).sent(new Pending(null, -1L, -1L, keySize, valueSize)); // keeps the queue aligned
             return record;
         }
         String text = new String(last.value(), StandardCharsets.US_ASCII);
@@ -126,7 +141,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         long timestamp = Long.parseLong(text.substring(0, first));
         long offset = Long.parseLong(text.substring(first + 1, second));
         String sourceTopic = text.substring(second + 1);
-        lane(tp).sent(new Pending(sourceTopic, offset, keySize, valueSize));
+        lane(tp).sent(new Pending(sourceTopic, offset, timestamp, keySize, valueSize));
         RecordHeaders rest = new RecordHeaders(Arrays.copyOf(headers, headers.length - 1));
         // A negative timestamp (a pre-0.10 record without one) is refused by ProducerRecord: let the producer
         // stamp it, as MM2 does for such records.
@@ -177,6 +192,29 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    /** Records the target acknowledged through the interceptors of this JVM since it started. */
+    public static long recordsAcknowledged() {
+        return ACKED_RECORDS.get();
+    }
+
+    /** Key and value bytes of those records. */
+    public static long bytesAcknowledged() {
+        return ACKED_BYTES.get();
+    }
+
+    /**
+     * What was acknowledged per source partition since the last call, one line each, tab-separated:
+     * sourceTopic, partition, remoteTopic, count, bytes, tsSum, tsMin, tsMax, ageSum, ageMax, ageMin,
+     * latencySum, latencyMax, latencyMin, lastOffset (times in ms).
+     */
+    public static String drainAcknowledged() {
+        StringBuilder out = new StringBuilder();
+        for (Map.Entry<TopicPartition, Stats> e : ACKED.entrySet()) {
+            e.getValue().drainTo(e.getKey(), out);
+        }
+        return out.toString();
     }
 
     /** Offset-syncs sent by every live interceptor of this JVM (for the job's status). */
@@ -290,6 +328,13 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
 
         synchronized void acknowledged(RecordMetadata metadata, Exception exception) {
             Pending p = inflight.pollFirst();
+            if (p != null && exception == null && p.topic != null) {
+                long size = Math.max(0, p.keySize) + Math.max(0, p.valueSize);
+                ACKED_RECORDS.incrementAndGet();
+                ACKED_BYTES.addAndGet(size);
+                ACKED.computeIfAbsent(new TopicPartition(p.topic, metadata.partition()), k -> new Stats())
+                        .add(metadata.topic(), p, size, System.currentTimeMillis());
+            }
             if (resync) {
                 // Every send has exactly one acknowledgement, so once the queue runs empty it is aligned again.
                 resync = !inflight.isEmpty();
@@ -316,14 +361,74 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     private static final class Pending {
         final String topic;
         final long offset;
+        final long timestamp;
+        final long sentMs = System.currentTimeMillis();
         final int keySize;
         final int valueSize;
 
-        Pending(String topic, long offset, int keySize, int valueSize) {
+        Pending(String topic, long offset, long timestamp, int keySize, int valueSize) {
             this.topic = topic;
             this.offset = offset;
+            this.timestamp = timestamp;
             this.keySize = keySize;
             this.valueSize = valueSize;
+        }
+    }
+
+    /** Acknowledged records of one source partition since the last drain. */
+    private static final class Stats {
+        private String remote = "";
+        private long count;
+        private long bytes;
+        private long tsSum;
+        private long tsMin = Long.MAX_VALUE;
+        private long tsMax = Long.MIN_VALUE;
+        private long ageSum;
+        private long ageMax = Long.MIN_VALUE;
+        private long ageMin = Long.MAX_VALUE;
+        private long latSum;
+        private long latMax = Long.MIN_VALUE;
+        private long latMin = Long.MAX_VALUE;
+        private long lastOffset = -1L;
+
+        synchronized void add(String remoteTopic, Pending p, long size, long ackMs) {
+            remote = remoteTopic;
+            count++;
+            bytes += size;
+            lastOffset = Math.max(lastOffset, p.offset);
+            if (p.timestamp < 0) {
+                return; // no timestamp: counted, not aged
+            }
+            long age = p.sentMs - p.timestamp;
+            long latency = ackMs - p.timestamp;
+            tsSum += p.timestamp;
+            tsMin = Math.min(tsMin, p.timestamp);
+            tsMax = Math.max(tsMax, p.timestamp);
+            ageSum += age;
+            ageMax = Math.max(ageMax, age);
+            ageMin = Math.min(ageMin, age);
+            latSum += latency;
+            latMax = Math.max(latMax, latency);
+            latMin = Math.min(latMin, latency);
+        }
+
+        synchronized void drainTo(TopicPartition source, StringBuilder out) {
+            if (count == 0) {
+                return;
+            }
+            boolean aged = tsMax != Long.MIN_VALUE;
+            out.append(source.topic()).append('\t').append(source.partition()).append('\t').append(remote)
+                    .append('\t').append(count).append('\t').append(bytes)
+                    .append('\t').append(aged ? tsSum : 0).append('\t').append(aged ? tsMin : 0)
+                    .append('\t').append(aged ? tsMax : 0)
+                    .append('\t').append(aged ? ageSum : 0).append('\t').append(aged ? ageMax : 0)
+                    .append('\t').append(aged ? ageMin : 0)
+                    .append('\t').append(aged ? latSum : 0).append('\t').append(aged ? latMax : 0)
+                    .append('\t').append(aged ? latMin : 0)
+                    .append('\t').append(lastOffset).append('\n');
+            count = bytes = tsSum = ageSum = latSum = 0;
+            tsMin = ageMin = latMin = Long.MAX_VALUE;
+            tsMax = ageMax = latMax = Long.MIN_VALUE;
         }
     }
 

@@ -8,8 +8,9 @@ real replication job copies while producers keep writing; producers stop; a thir
 `plain` after that. Then an at-least-once duplicate (the last record of `plain`/1 written again) is appended to
 the target, which only the third group's partition 1 sees.
 
-`kmirror cutover --dry-run` lists every row as exact or conservative (the duplicate's, with why); `kmirror
-cutover` writes the offsets; then, per group and partition, what the group reads next on the target is compared
+`kmirror plan` (made before the cutover) and `kmirror cutover --dry-run` list every row as exact or conservative
+(the duplicate's, with why); `kmirror cutover` writes the offsets, the same ones with the same verdicts as the
+plan's; then, per group and partition, what the group reads next on the target is compared
 with what it would read next on the source: the same records (0 re-read, 0 skipped), except the duplicate's
 partition, which re-reads (conservative) and skips nothing.
 
@@ -19,6 +20,7 @@ prefix with the syncs on the target.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -178,6 +180,24 @@ def test_exact_cutover_rereads_nothing_and_skips_nothing(env: Env) -> None:
     )
     assert p.flush(30) == 0
 
+    # the plan, made before the cutover, says per group and partition what the cutover then writes
+    planned = env.kmirror("plan", "-f", str(env.spec), "--format", "json", "--exact-budget", "60")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    plan_rows = {
+        (c["address"], r["topic"], r["partition"]): (r["target_offset"], r["translation"])
+        for c in json.loads(planned.stdout)["changes"]
+        if c["kind"] == "group_offsets"
+        for r in c["after"]["partitions"]
+    }
+    plan_why = {
+        (c["address"], r["topic"], r["partition"]): r.get("why", "")
+        for c in json.loads(planned.stdout)["changes"]
+        if c["kind"] == "group_offsets"
+        for r in c["after"]["partitions"]
+    }
+    assert plan_rows, planned.stdout
+    assert "written twice" in plan_why[(f"group_offsets/{env.dst}/{tail}", remote[plain], 1)]
+
     dry = env.kmirror("cutover", "-f", str(env.spec), "--flow", env.flow, "--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     print(dry.stdout)
@@ -190,6 +210,7 @@ def test_exact_cutover_rereads_nothing_and_skips_nothing(env: Env) -> None:
     cut = env.kmirror("cutover", "-f", str(env.spec), "--flow", env.flow, "--timeout", "120")
     assert cut.returncode == 0, cut.stdout + cut.stderr
     assert "exact translation: " in cut.stdout
+    assert cutover_rows(cut.stdout) == plan_rows, (planned.stdout, cut.stdout)  # the same offsets, the same verdicts
 
     # per group and partition: what it reads next on the target vs what it would read next on the source
     measured: dict[str, dict[str, dict[int, tuple[int, int]]]] = {}
@@ -220,6 +241,22 @@ def test_exact_cutover_rereads_nothing_and_skips_nothing(env: Env) -> None:
         f"\nrecords MM2's rule would have re-read, per exact row written: {avoided}; "
         f"whole test {time.monotonic() - t0:.1f}s"
     )
+
+
+_ROW = re.compile(
+    r"^\s+(\S+)/(\d+): source \d+ -> target (\d+) \(now [^)]*\) (exact|conservative)(, exactness unknown)?"
+)
+
+
+def cutover_rows(stdout: str) -> dict[tuple[str, str, int], tuple[int, str]]:
+    """(group address, topic, partition) -> (offset written, exact | conservative | unknown), from cutover's output."""
+    out, address = {}, ""
+    for line in stdout.splitlines():
+        if line.strip().startswith("group_offsets/") and line.rstrip().endswith(":"):
+            address = line.strip()[:-1]
+        elif m := _ROW.match(line):
+            out[(address, m[1], int(m[2]))] = (int(m[3]), "unknown" if m[5] else m[4])
+    return out
 
 
 def _timestamp_of(cluster: KafkaCluster, topic: str, partition: int, offset: int) -> int:

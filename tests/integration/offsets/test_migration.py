@@ -4,10 +4,12 @@ Producers write sequence-numbered records to the source; two consumer groups sto
 apply` creates the mirrors; the real replication job (LocalRunner, spark-submit) copies while producers keep
 writing; producers stop; lag reaches 0; `kmirror plan` shows the translated offsets of both groups; `kmirror
 apply --target` writes one; `kmirror cutover` writes the other (final checkpoint included); the same group ids
-then consume on the target. Every sequence number is read, none is skipped, and none is read twice: `apply` writes
-MM2's conservative translation (within `offset_lag_max`), and the cutover, with producers stopped, moves both
-groups forward to the exact offsets (`reconciler.offsets.exact`). Afterwards a checkpoint cycle with group sync
-on does not move a target group that went further backwards, and the checkpoints decode with MM2's Checkpoint schema.
+then consume on the target. Every sequence number is read, none is skipped, and none is read twice: with
+producers stopped and lag 0, the plan already says every row is exact (the records read and matched,
+`reconciler.offsets.exact`), `apply` writes those exact offsets and the cutover writes the other group's, exact
+too (MM2's conservative translation, within `offset_lag_max`, is each row's `conservative_offset`).
+Afterwards a checkpoint cycle with group sync on does not move a target group that went further backwards, and
+the checkpoints decode with MM2's Checkpoint schema.
 """
 
 from __future__ import annotations
@@ -274,7 +276,9 @@ def test_migration_with_identity_naming_none_skipped_and_duplicates_bounded(env:
                 assert p not in rows  # nothing committed there
                 continue
             assert rows[p]["topic"] == env.topic and rows[p]["source_offset"] == n and rows[p]["current_offset"] is None
-            assert n - LAG_MAX <= rows[p]["target_offset"] <= n  # identity, no gaps: a translation at or before n
+            assert n - LAG_MAX <= rows[p]["conservative_offset"] <= n  # MM2's rule: at or before n
+            assert (rows[p]["translation"], rows[p]["target_offset"]) == ("exact", n), rows[p]  # identity, no gaps
+        assert change["after"]["translation"] == "exact"
 
     app, batch = env.groups["app"], env.groups["batch"]
     applied = env.kmirror("apply", "-f", str(env.spec), "--auto-approve", "--target", f"group_offsets/{env.dst}/{app}")
@@ -291,8 +295,9 @@ def test_migration_with_identity_naming_none_skipped_and_duplicates_bounded(env:
     cut = env.kmirror("cutover", "-f", str(env.spec), "--flow", env.flow, "--timeout", "120")
     assert cut.returncode == 0, cut.stdout + cut.stderr
     assert f"group_offsets/{env.dst}/{batch}:" in cut.stdout
-    # the apply wrote MM2's conservative offsets for app; the cutover moves them forward to the exact ones
+    # the apply wrote the exact offsets of app already: the cutover writes batch's, exact too
     rows = [line for line in cut.stdout.splitlines() if "-> target" in line]
+    assert f"group_offsets/{env.dst}/{app}:" not in cut.stdout
     assert rows and all(r.endswith(" exact") or " exact (MM2's rule: " in r for r in rows), cut.stdout
     assert "topic names: unchanged" in cut.stdout
 
@@ -324,7 +329,7 @@ def test_migration_with_identity_naming_none_skipped_and_duplicates_bounded(env:
     again = json.loads(env.kmirror("plan", "-f", str(env.spec), "--format", "json").stdout)
     assert not [c for c in again["changes"] if c["kind"] == "group_offsets"]
 
-    # checkpoints decode with MM2's schema and match the plan's translation
+    # checkpoints decode with MM2's schema and match the plan's conservative translation (MM2's rule)
     records = read_checkpoint_records(env.target, f"{env.src}.checkpoints.internal")
     decoded = [mm2_checkpoint(k, v) for k, v in records]
     latest = {(g, t, p): (up, down) for g, t, p, up, down, _ in decoded}
@@ -332,5 +337,5 @@ def test_migration_with_identity_naming_none_skipped_and_duplicates_bounded(env:
         for p, n in enumerate(STOP_AT[name]):
             if n:
                 row = offsets[f"group_offsets/{env.dst}/{group}"]["after"]["partitions"]
-                want = next(r["target_offset"] for r in row if r["partition"] == p)
+                want = next(r["conservative_offset"] for r in row if r["partition"] == p)
                 assert latest[(group, env.topic, p)] == (n, want)

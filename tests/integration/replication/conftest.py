@@ -84,10 +84,11 @@ def desired_state(
     source_alias: str,
     target_alias: str,
     include: Sequence[str],
-    master: str = "local[2]",
+    master: str | None = "local[2]",
     conf: dict[str, str] | None = None,
 ) -> DesiredState:
-    """The module's desired state: one flow `repl` replicating the topics `include` matches (regexes)."""
+    """The module's desired state: one flow `repl` replicating the topics `include` matches (regexes). `master`
+    None leaves `spark.master` out (the job sizes it)."""
     includes = ", ".join(json.dumps(i) for i in include)
     spark_conf = json.dumps({"spark.kmirror.triggerInterval": "200 milliseconds", **(conf or {})})
     text = f"""
@@ -98,7 +99,7 @@ clusters:
 state: {{cluster: {target_alias}, topic: _kmirror.state}}
 spark:
   deploy: local
-  master: "{master}"
+{f'  master: "{master}"' if master else ""}
   checkpoint_root: checkpoints
   conf: {spark_conf}
 flows:

@@ -1,11 +1,14 @@
-"""The replication job in real-time mode (`spark.kmirror.mode=realtime`, Spark 4.1), run for real by LocalRunner.
+"""The replication job in real-time mode (Spark 4.1), the default, run for real by LocalRunner.
 
-One job serves the module, with a 30 s checkpoint interval: records must land on the target well within it (in
-micro-batch mode with that trigger they would wait for the next batch), with the same fidelity as micro-batch
-mode (keys, values, headers, timestamps, order) and MM2 offset-syncs from the interceptor. A graceful stop waits
-for the running batch to commit; nothing is lost across stop and redeploy, and the duplicates (records the next
-batch had sent before the stop reached it) are counted and printed. A master with fewer task slots than source
-partitions is refused with a clear message before anything is created on the target.
+One job serves the module, from a file with no Spark settings but a 30 s checkpoint interval: the job sizes its
+own master (two task slots per source partition) and chooses real-time mode. Records must land on the target
+well within the interval (in micro-batch mode with that trigger they would wait for the next batch), with the same
+fidelity as micro-batch mode (keys, values, headers, timestamps, order) and MM2 offset-syncs from the
+interceptor. A graceful stop waits for the running batch to commit; nothing is lost across stop and redeploy,
+and the duplicates (records the next batch had sent before the stop reached it) are counted and printed. Source
+partitions outgrowing the slots move the running job to micro-batch mode, losing nothing. Real-time mode asked
+for on a master with fewer task slots than source partitions is refused with a clear message before anything
+is created on the target.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from reconciler.errors import KmirrorError
+from reconciler.jobcontract.status import read_report
 from reconciler.runners import LocalRunner
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import (
@@ -38,7 +42,8 @@ from tests.integration.replication.conftest import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INTERVAL_S = 30
-REALTIME = {"spark.kmirror.mode": "realtime", "spark.kmirror.triggerInterval": f"{INTERVAL_S} seconds"}
+INTERVAL = {"spark.kmirror.triggerInterval": f"{INTERVAL_S} seconds"}
+REALTIME = {"spark.kmirror.mode": "realtime", **INTERVAL}
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +61,15 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
         source_alias=f"s{tag}",
         target_alias=f"t{tag}",
         include=[prefix + r"\..*"],
-        master="local[8]",
-        conf=REALTIME,
+        master=None,
+        conf=INTERVAL,
     )
     runner = LocalRunner(base, state.spark, root=base, stop_timeout=INTERVAL_S + 60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
     f.deploy()
+    report = read_report(runner.folder(f.name).status)
+    # Three topics of two partitions and the heartbeats topic (always replicated): seven tasks, fourteen slots.
+    assert (report.get("mode"), report.get("task_slots")) == ("realtime", 14), report
     try:
         yield f
     finally:
@@ -146,3 +154,21 @@ def test_too_few_task_slots_is_refused_before_anything_is_created(
         assert remote not in AdminClient(target.config()).list_topics(timeout=10).topics
     finally:
         stop_or_kill(runner, "repl")
+
+
+def test_partitions_outgrowing_the_slots_move_the_job_to_micro_batches_losing_nothing(flow: Flow) -> None:
+    # Last in the module: the job stays in micro-batch mode afterwards. 7 + 8 partitions > 14 slots.
+    topic = flow.topic("wide")
+    create_topic(flow.source, topic, 8)
+    with SequenceProducer(flow.source, topic, 8) as seq:
+
+        def fell_back() -> bool:
+            report = read_report(flow.runner.folder(flow.name).status)
+            return report.get("mode") == "microbatch" and bool(report.get("mode_fallback"))
+
+        wait_for("the job to leave real-time mode", fell_back, timeout=INTERVAL_S + 90)
+        time.sleep(3)  # records produced while the micro-batch query runs
+    total, duplicates = seq.check(flow.target, flow.remote(topic))
+    report = read_report(flow.runner.folder(flow.name).status)
+    print(f"fallback to micro-batch: {report.get('mode_reason')}; {total} records, none lost, {duplicates} dups")
+    assert "15 source partitions now but 14 task slots" in str(report.get("mode_reason"))

@@ -313,6 +313,7 @@ def _group_offsets_changes() -> list[ResourceChange]:
             after={
                 "cluster": "cloud",
                 "group": "billing",
+                "translation": "mixed",
                 "partitions": [
                     {
                         "topic": "orders.eu",
@@ -320,6 +321,9 @@ def _group_offsets_changes() -> list[ResourceChange]:
                         "source_offset": 500,
                         "target_offset": 498,
                         "current_offset": None,
+                        "translation": "conservative",
+                        "conservative_offset": 498,
+                        "why": "the target holds record 498 that the source does not (a record written twice)",
                     },
                     {
                         "topic": "orders.eu",
@@ -327,6 +331,8 @@ def _group_offsets_changes() -> list[ResourceChange]:
                         "source_offset": 1200,
                         "target_offset": 1187,
                         "current_offset": 1100,
+                        "translation": "exact",
+                        "conservative_offset": 1181,
                     },
                     {
                         "topic": "payments",
@@ -334,6 +340,9 @@ def _group_offsets_changes() -> list[ResourceChange]:
                         "source_offset": 42,
                         "target_offset": 40,
                         "current_offset": 40,
+                        "translation": "unknown",
+                        "conservative_offset": 40,
+                        "why": "could not read the records: payments/0: not read to its end within 10s",
                     },
                 ],
             },

@@ -1,0 +1,317 @@
+"""The command line: one run, a suite of runs (`--suite standard`), a soak (`--soak-minutes`), or a re-render of a
+results JSON (`--rerender`). See benchmarks/README.md for the method and what each figure means."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.replication import __doc__ as package_doc
+from benchmarks.replication.common import SINK_PRODUCER, Cluster, Workload, clusters, create_topics
+from benchmarks.replication.load import producer_perf
+from benchmarks.replication.measure import Conditions, run_measured, steal_seconds
+from benchmarks.replication.phases import (
+    MM2_DEFAULT,
+    MM2_EOS,
+    parse_variants,
+    run_ceiling,
+    run_kmirror,
+    run_mm2,
+    steady_rate,
+)
+from benchmarks.replication.report import chart, ratios, runs_of, soak_chart, soak_table, suite_table, table
+from benchmarks.replication.soak import soak_one
+from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
+
+#: The standing runs (issue 18): the standard 1 topic x 6 partitions x 1 KB, 100-byte records, 10 topics x 24
+#: partitions; each on fresh clusters, with the same phases and the same record count.
+SUITES: dict[str, list[tuple[str, int, int, int]]] = {
+    # name, record size, topics, partitions
+    "standard": [("1kb-1x6", 1024, 1, 6), ("100b-1x6", 100, 1, 6), ("1kb-10x24", 1024, 10, 24)],
+}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.replication",
+        description=(package_doc or "").splitlines()[0],
+    )
+    p.add_argument("--record-size", type=int, default=1024, help="bytes of record value (100 or 1024)")
+    p.add_argument("--partitions", type=int, default=6, help="partitions per source topic (6 or 24)")
+    p.add_argument("--topics", type=int, default=1, help="source topics (1 or 10)")
+    p.add_argument("--records", type=int, default=500_000, help="records in the whole source set")
+    p.add_argument(
+        "--suite", choices=sorted(SUITES), help="run every case of a suite (fresh clusters each) into one report"
+    )
+    p.add_argument("--latency-rate", type=int, default=10_000, help="records/s of the latency run")
+    p.add_argument("--latency-seconds", type=int, default=60, help="length of the latency run (0: skip it)")
+    p.add_argument("--latency-warmup", type=int, default=5, help="first seconds of the latency run not counted")
+    p.add_argument("--latency-isolation", default="read_committed", choices=["read_committed", "read_uncommitted"],
+                   help="isolation.level of the latency readers (read_committed: what exactly-once needs)")  # fmt: skip
+    p.add_argument("--phases", default="ceiling,mm2,kmirror", help="comma-separated subset of ceiling,mm2,kmirror")
+    p.add_argument("--mm2-tasks", type=int, default=2, help="MM2 tasks.max (2: one per core)")
+    p.add_argument("--mm2-heap", default="1g")
+    p.add_argument("--mm2-prop", action="append", default=[], help="extra mm2.properties line key=value")
+    p.add_argument("--mm2-eos", action="store_true",
+                   help="also run MM2 with exactly-once source support (dedicated mode, internal REST)")  # fmt: skip
+    p.add_argument("--spark-master", default="local[2]")
+    p.add_argument("--kmirror-conf", action="append", default=[], help="extra spark.conf key=value")
+    p.add_argument("--kmirror-producer", action="append", default=[], help="flow replication.producer key=value")
+    p.add_argument("--kmirror-flow", action="append", default=[],
+                   help="a flow field path=value, e.g. replication.delivery=exactly_once")  # fmt: skip
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="also run kmirror as 'NAME key=value ...' (producer.*, consumer.*: the flow's clients; master or "
+        "spark.master; delivery: the flow's replication.delivery; flow.PATH: any flow field; others: spark.conf)",
+    )
+    p.add_argument("--soak-minutes", type=int, default=0, help="run a soak of this many minutes instead")
+    p.add_argument("--soak-rate", type=int, default=10_000, help="records/s of the soak")
+    p.add_argument("--soak-mm2", action="store_true", help="soak MM2 too, after kmirror, with the same load")
+    p.add_argument("--soak-mm2-eos", action="store_true", help="the soaked MM2 with exactly-once source support")
+    p.add_argument("--soak-sample-seconds", type=float, default=10.0, help="RSS and GC sampling interval")
+    p.add_argument("--broker-heap", default="1g")
+    p.add_argument("--phase-timeout", type=float, default=900, help="seconds one replicator may take to copy")
+    p.add_argument("--work", type=Path, help="folder for clusters and jobs (default: a temporary one, removed)")
+    p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/replication[-soak].json)")
+    p.add_argument("--rerender", type=Path, help="only recompute ratios, table and chart of this results JSON")
+    p.add_argument("--plan-scale", type=Path, default=Path("benchmarks/results/plan_scale.json"),
+                   help="plan_scale.py results to fold into the report when present")  # fmt: skip
+    args = p.parse_args(argv)
+    if args.out is None:
+        name = "replication-soak.json" if args.soak_minutes else "replication.json"
+        args.out = Path("benchmarks/results") / name
+    return args
+
+
+def versions() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(),
+        "kafka_source": KAFKA_SOURCE_VERSION,
+        "kafka_target": KAFKA_TARGET_VERSION,
+        "mm2": KAFKA_TARGET_VERSION,
+    }
+
+
+def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
+    started = time.monotonic()
+    fill_cpu = 0.0
+    for topic in wl.data_topics:
+        _, cpu = run_measured(producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER))
+        fill_cpu += cpu
+    fill = time.monotonic() - started
+    return {
+        "records_per_s_incl_jvm_start": round(wl.records / fill),
+        "seconds": round(fill, 1),
+        "producer_cpu_s": round(fill_cpu, 1),
+    }
+
+
+def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, Any]) -> None:
+    """One run on fresh clusters: load the source, then each phase; the machine's conditions around each. Fills
+    `doc` (conditions, results, ratios) as it goes: what ran is kept when a later phase fails."""
+    phases = set(args.phases.split(","))
+    machine = Conditions()
+    doc |= {
+        "conditions": {
+            "record_size_bytes": wl.record_size,
+            "partitions": wl.partitions,
+            "topics": wl.topics,
+            "records": wl.records,
+            "latency_rate": args.latency_rate,
+            "latency_seconds": args.latency_seconds,
+            "latency_isolation": args.latency_isolation,
+            **versions(),
+            "loadavg_start": os.getloadavg(),
+            "steal_s_at_start": steal_seconds(),
+            "broker_heap": args.broker_heap,
+        },
+        "results": {},
+    }
+    t0 = time.monotonic()
+    results = doc["results"]
+    try:
+        with clusters(work, args.broker_heap) as (source, target):
+            print(f"[{wl.name}] clusters up ({time.monotonic() - t0:.0f}s): {source.bootstrap}, {target.bootstrap}")
+            variants = parse_variants(args.kmirror_conf, args.kmirror_producer, args.variant, args.kmirror_flow)
+            mm2_runs = [MM2_DEFAULT, *([MM2_EOS] if args.mm2_eos else [])]
+            lat_topics = [*(r.latency_topic for r in mm2_runs), *(v.latency_topic for v in variants)]
+            create_topics(source, [*wl.data_topics, *lat_topics], wl.partitions)
+            with machine.phase("fill"):
+                results["source_fill"] = fill_source(source, wl)
+            print(f"[{wl.name}] source loaded: {wl.records:,} records in {results['source_fill']['seconds']}s")
+            if "ceiling" in phases:
+                with machine.phase("ceiling"):
+                    results["ceiling"] = run_ceiling(source, target, wl)
+                print(f"[{wl.name}] ceiling: {json.dumps(results['ceiling'])}")
+            if "mm2" in phases:
+                for run in mm2_runs:
+                    phase = "mm2" if run is MM2_DEFAULT else f"mm2-{run.name}"
+                    try:
+                        with machine.phase(phase):
+                            result = run_mm2(work, source, target, wl, args, run)
+                    except Exception as exc:
+                        if run is MM2_DEFAULT:
+                            raise
+                        print(f"[{wl.name}] mm2 {run.name}: failed: {exc}")
+                        results.setdefault("mm2_failed_variants", {})[run.name] = str(exc)[:2000]
+                        continue
+                    if run is MM2_DEFAULT:
+                        results["mm2"] = result
+                    else:
+                        results.setdefault("mm2_variants", {})[run.name] = result
+                    print(f"[{wl.name}] {phase}: {result['records_per_s']:,} records/s, first record after "
+                          f"{result['first_record_after_s']} s")  # fmt: skip
+            if "kmirror" in phases:
+                for variant in variants:
+                    phase = "kmirror" if variant.index == 0 else f"kmirror-{variant.name}"
+                    try:
+                        with machine.phase(phase):
+                            result = run_kmirror(work, source, target, wl, args, variant)
+                    except Exception as exc:  # a bad variant setting must not lose the rest of the run
+                        if variant.index == 0:
+                            raise
+                        print(f"[{wl.name}] kmirror {variant.name}: failed: {exc}")
+                        results.setdefault("kmirror_failed_variants", {})[variant.name] = str(exc)[:2000]
+                        continue
+                    if variant.index == 0:
+                        results["kmirror"] = result
+                    else:
+                        results.setdefault("kmirror_variants", {})[variant.name] = result
+                    print(f"[{wl.name}] {phase}: {result['records_per_s']:,} records/s, first record after "
+                          f"{result['first_record_after_s']} s")  # fmt: skip
+    finally:
+        c = doc["conditions"]
+        c["loadavg_end"] = os.getloadavg()
+        c["steal_s"] = round(steal_seconds() - c.pop("steal_s_at_start"), 1)
+        c["total_seconds"] = round(time.monotonic() - t0)
+        c["machine"] = machine.summary()
+        doc["ratios"] = ratios(results)
+
+
+def workloads(args: argparse.Namespace) -> list[Workload]:
+    if args.suite:
+        return [Workload(name, size, partitions, topics, (args.records // topics) * topics)
+                for name, size, topics, partitions in SUITES[args.suite]]  # fmt: skip
+    records = (args.records // args.topics) * args.topics
+    return [Workload("run", args.record_size, args.partitions, args.topics, records)]
+
+
+def write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if args.plan_scale.is_file() and "soak" not in doc:
+        doc["plan_scale"] = json.loads(args.plan_scale.read_text())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+def render(doc: dict[str, Any], out: Path) -> list[Path]:
+    """Charts beside `out` (one per suite case, `<stem>-<case>.png`) and the printed table."""
+    if "soak" in doc:
+        soak_chart(doc, out.with_suffix(".png"))
+        print(soak_table(doc))
+        return [out.with_suffix(".png")]
+    if "cases" in doc:
+        paths = []
+        for name, case in doc["cases"].items():
+            if case.get("results"):
+                path = out.with_name(f"{out.stem}-{name}.png")
+                chart(case, path)
+                paths.append(path)
+        print(suite_table(doc))
+        return paths
+    chart(doc, out.with_suffix(".png"))
+    print(table(doc))
+    return [out.with_suffix(".png")]
+
+
+def rerender(args: argparse.Namespace) -> int:
+    doc: dict[str, Any] = json.loads(args.rerender.read_text())
+    cases = list(doc["cases"].values()) if "cases" in doc else [] if "soak" in doc else [doc]
+    for case in cases:
+        for _, run in runs_of(case.get("results", {})):
+            if "curve" in run:  # reports written before the steady-state rate was added
+                run.setdefault("records_per_s_steady", steady_rate(run["curve"], run["records"]))
+        case["ratios"] = ratios(case.get("results", {}))
+    if args.plan_scale.is_file() and "soak" not in doc:
+        doc["plan_scale"] = json.loads(args.plan_scale.read_text())
+    args.rerender.write_text(json.dumps(doc, indent=2) + "\n")
+    for path in render(doc, args.rerender):
+        print(f"wrote {path}")
+    return 0
+
+
+def run_soak(args: argparse.Namespace, work: Path, doc: dict[str, Any]) -> None:
+    machine = Conditions()
+    doc |= {
+        "benchmark": "replication-soak",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "conditions": {
+            "soak_minutes": args.soak_minutes,
+            "soak_rate": args.soak_rate,
+            "record_size_bytes": args.record_size,
+            "partitions": args.partitions,
+            "topics": 1,
+            "sample_seconds": args.soak_sample_seconds,
+            "latency_isolation": args.latency_isolation,
+            **versions(),
+            "broker_heap": args.broker_heap,
+        },
+        "soak": {},
+    }
+    try:
+        with clusters(work, args.broker_heap) as (source, target):
+            for name in ["kmirror", *(["mm2"] if args.soak_mm2 else [])]:
+                print(f"soak {name}: {args.soak_rate:,} records/s for {args.soak_minutes} min")
+                with machine.phase(f"soak-{name}"):
+                    doc["soak"][name] = soak_one(name, work, source, target, args)
+                print(f"soak {name}: memory {doc['soak'][name]['memory_verdict']}")
+    finally:
+        doc["conditions"]["machine"] = machine.summary()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.rerender:
+        return rerender(args)
+    work = args.work or Path(tempfile.mkdtemp(prefix="kmirror-repl-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    doc: dict[str, Any] = {"benchmark": "replication", "started_at": started_at}
+    try:
+        if args.soak_minutes:
+            run_soak(args, work, doc)
+        elif args.suite:
+            doc |= {"suite": args.suite, "conditions": versions(), "cases": {}}
+            suite_machine = Conditions()
+            try:
+                for wl in workloads(args):
+                    case: dict[str, Any] = {}
+                    doc["cases"][wl.name] = case
+                    try:
+                        run_case(args, wl, work / wl.name, case)
+                    except Exception as exc:  # one failing case must not lose the others
+                        print(f"[{wl.name}] failed: {exc}")
+                        case["error"] = str(exc)[:3000]
+            finally:
+                doc["conditions"]["machine"] = suite_machine.summary()
+        else:
+            run_case(args, workloads(args)[0], work, doc)
+    finally:
+        write(args, doc)
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    for path in render(doc, args.out):
+        print(f"wrote {path}")
+    return 0

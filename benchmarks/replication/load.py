@@ -1,0 +1,167 @@
+"""The load: Kafka's perf tools (filling the source, the ceiling), the steady-rate producer of the latency runs
+and the soak (`_pace`), and the plain librdkafka copy loop of the ceiling (`_copy`).
+
+`_pace` and `_copy` run as their own processes (`python -m benchmarks.replication.load _pace ...`), so that their
+CPU is theirs (wait4's rusage) and they do not share this process's GIL with the latency readers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from benchmarks.replication.common import SINK_PRODUCER, java, partitions_of
+from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs
+
+
+def producer_perf(bootstrap: str, topic: str, records: int, size: int, props: dict[str, str]) -> list[str]:
+    libs = kafka_libs(KAFKA_TARGET_VERSION)
+    return [
+        java(), "-Xmx512m", "-cp", f"{libs}/*", "org.apache.kafka.tools.ProducerPerformance",
+        "--topic", topic, "--num-records", str(records), "--record-size", str(size), "--throughput", "-1",
+        "--producer-props", f"bootstrap.servers={bootstrap}", *(f"{k}={v}" for k, v in props.items()),
+    ]  # fmt: skip
+
+
+def parse_producer_perf(out: str) -> float:
+    match = re.search(r"([\d.]+) records/sec", out.strip().splitlines()[-1])
+    if match is None:
+        raise RuntimeError(f"unexpected ProducerPerformance output: {out[-500:]}")
+    return float(match.group(1))
+
+
+def consumer_perf(bootstrap: str, records: int, pattern: str) -> list[str]:
+    libs = kafka_libs(KAFKA_TARGET_VERSION)
+    return [
+        java(), "-Xmx512m", "-cp", f"{libs}/*", "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server", bootstrap, "--include", pattern, "--num-records", str(records),
+        "--timeout", "60000", "--group", f"perf-{time.time_ns()}",
+    ]  # fmt: skip
+
+
+def parse_consumer_perf(out: str) -> dict[str, float]:
+    lines = [ln for ln in out.strip().splitlines() if ln.strip()]
+    header = [h.strip() for h in lines[-2].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    row = dict(zip(header, values, strict=False))
+    return {"records_per_s": float(row["nMsg.sec"]), "fetch_records_per_s": float(row["fetch.nMsg.sec"])}
+
+
+# -- workers (run as child processes) ---------------------------------------------------------------------------
+
+
+def copy_loop_worker(args: argparse.Namespace) -> int:
+    """A plain librdkafka consume -> produce loop: partition, key, value, headers and timestamp kept."""
+    topics = args.topics.split(",")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.source,
+            "group.id": f"copy-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 52428800,
+            "queued.max.messages.kbytes": 262144,
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": args.target,
+            **SINK_PRODUCER,
+            "batch.size": 1000000,  # librdkafka's default and a good one (its batches are not Java's)
+            "queue.buffering.max.messages": 1000000,
+            "queue.buffering.max.kbytes": 1048576,
+        }
+    )
+    admin = AdminClient({"bootstrap.servers": args.source})
+    consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in partitions_of(admin, topics)])
+    copied = 0
+    first = 0.0
+    while copied < args.records:
+        msgs = consumer.consume(10000, 0.5)
+        if msgs and not first:
+            first = time.monotonic()
+        for m in msgs:
+            if m.error():
+                raise RuntimeError(str(m.error()))
+            while True:
+                try:
+                    producer.produce(
+                        f"{args.prefix}{m.topic()}",
+                        m.value(),
+                        m.key(),
+                        partition=m.partition(),
+                        timestamp=m.timestamp()[1],
+                        headers=m.headers(),
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+        copied += len(msgs)
+    remaining = producer.flush(120)
+    seconds = time.monotonic() - first
+    consumer.close()
+    print(json.dumps({"records": copied, "seconds": seconds, "unflushed": remaining}))
+    return 0
+
+
+def pace_worker(args: argparse.Namespace) -> int:
+    """Produce at a steady rate (records/s) for some seconds, in 10 ms ticks; the record's CreateTime is its send
+    time. Prints the records sent, the seconds, and the records sent in each minute (the soak's offered load)."""
+    producer = Producer({"bootstrap.servers": args.source, "linger.ms": 5, "acks": "all"})
+    value = os.urandom(args.size)
+    per_tick = max(1, args.rate // 100)
+    start = time.monotonic()
+    sent = 0
+    tick = 0
+    per_minute: list[int] = []
+    while time.monotonic() - start < args.seconds:
+        for _ in range(per_tick):
+            while True:
+                try:
+                    producer.produce(args.topic, value)
+                    break
+                except BufferError:  # the local queue is full (the broker is behind): wait, the rate drops
+                    producer.poll(0.01)
+        sent += per_tick
+        minute = int((time.monotonic() - start) // 60)
+        while len(per_minute) <= minute:
+            per_minute.append(0)
+        per_minute[minute] += per_tick
+        producer.poll(0)
+        tick += 1
+        delay = start + tick / 100 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    producer.flush(60)
+    print(json.dumps({"records": sent, "seconds": time.monotonic() - start, "sent_per_minute": per_minute}))
+    return 0
+
+
+def worker_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("worker", choices=["_copy", "_pace"])
+    p.add_argument("--source", required=True)
+    p.add_argument("--target")
+    p.add_argument("--topics")
+    p.add_argument("--topic")
+    p.add_argument("--prefix", default="")
+    p.add_argument("--records", type=int)
+    p.add_argument("--rate", type=int)
+    p.add_argument("--seconds", type=float)
+    p.add_argument("--size", type=int)
+    args = p.parse_args(argv)
+    return copy_loop_worker(args) if args.worker == "_copy" else pace_worker(args)
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

@@ -1,0 +1,121 @@
+"""The execution mode and task slots a flow's job chooses (reconciler.spec.placement) and what the plan says."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.live.model import ClusterState, LiveState, TopicInfo
+from reconciler.plan.inputs import JobInfo, JobStatus, RecordedState
+from reconciler.plan.jobs import plan_jobs
+from reconciler.spec.loader import load_text
+from reconciler.spec.placement import REALTIME_MAX_PARTITIONS, choose_placement, local_slots
+
+pytestmark = pytest.mark.unit
+
+
+def test_no_spark_settings_give_real_time_mode_on_a_master_sized_for_the_partitions() -> None:
+    placement = choose_placement(deploy="local", master=None, conf={}, partitions=13)
+    assert (placement.mode, placement.slots, placement.master) == ("realtime", 26, "local[26]")
+    assert placement.describe() == "real-time mode (13 source partitions; local[26])"
+
+
+def test_a_small_flow_still_gets_a_few_local_slots() -> None:
+    assert choose_placement(deploy="local", master=None, conf={}, partitions=1).master == "local[4]"
+
+
+def test_an_explicit_master_with_too_few_slots_runs_micro_batches_and_says_why() -> None:
+    placement = choose_placement(deploy="local", master="local[2]", conf={}, partitions=7)
+    assert (placement.mode, placement.slots, placement.master) == ("microbatch", 2, None)
+    assert "7 source partitions but 2 task slots" in placement.reason
+
+
+def test_an_explicit_master_with_enough_slots_runs_real_time() -> None:
+    placement = choose_placement(deploy="local", master="local[8]", conf={}, partitions=7)
+    assert (placement.mode, placement.slots, placement.master) == ("realtime", 8, None)
+
+
+def test_many_partitions_run_micro_batches_unless_real_time_is_asked_for() -> None:
+    many = REALTIME_MAX_PARTITIONS + 1
+    assert choose_placement(deploy="local", master=None, conf={}, partitions=many).mode == "microbatch"
+    asked = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "realtime"}, partitions=many)
+    assert (asked.mode, asked.slots) == ("realtime", 2 * many)
+
+
+def test_the_mode_setting_wins() -> None:
+    placement = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "MicroBatch"}, partitions=3)
+    assert placement.mode == "microbatch"
+    # Real-time asked for on too few slots stays real-time: the job refuses to start rather than starve partitions.
+    asked = choose_placement(deploy="local", master="local[2]", conf={"spark.kmirror.mode": "realtime"}, partitions=3)
+    assert (asked.mode, asked.slots) == ("realtime", 2)
+
+
+def test_a_standalone_job_asks_for_a_core_per_partition_unless_cores_are_set() -> None:
+    placement = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12)
+    assert (placement.mode, placement.cores_max, placement.master) == ("realtime", 12, None)
+    assert "spark.cores.max 12" in placement.describe()
+    capped = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 4}, partitions=12)
+    assert (capped.mode, capped.cores_max) == ("microbatch", None)
+
+
+def test_the_slots_a_running_context_has_decide() -> None:
+    granted = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12, slots_now=8)
+    assert (granted.mode, granted.slots) == ("microbatch", 8)
+
+
+@pytest.mark.parametrize(("master", "slots"), [("local[16]", 16), ("local[3,2]", 3), ("local", 1), ("local[*]", None)])
+def test_local_slots(master: str, slots: int | None) -> None:
+    assert local_slots(master) == slots
+
+
+FILE = """
+version: 1
+clusters:
+  a: {bootstrap_servers: "a:9092"}
+  b: {bootstrap_servers: "b:9092"}
+state: {cluster: b}
+spark: {deploy: local%s}
+flows:
+  - {name: f, source: a, target: b, topics: {include: ["orders.*"]}}
+"""
+
+
+def _live(partitions: int) -> LiveState:
+    topics = {"orders": TopicInfo("orders", partitions, 1), "other": TopicInfo("other", 50, 1)}
+    return LiveState({"a": ClusterState("a", topics, None)})
+
+
+def test_the_plan_row_of_a_new_job_names_its_mode_and_slots() -> None:
+    desired = load_text(FILE % "").state
+    out = plan_jobs(desired, RecordedState(), JobStatus(known=True), _live(6))
+    (row,) = out.changes
+    # orders' 6 partitions: `other` is not replicated.
+    assert row.reason.endswith("; real-time mode (6 source partitions; local[12])"), row.reason
+
+
+def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> None:
+    desired = load_text(FILE % "").state
+    digest = desired.flow_digest("f")
+    info = JobInfo(
+        "f",
+        True,
+        digest,
+        mode="microbatch",
+        mode_reason="30 source partitions now but 14 task slots",
+        mode_fallback=True,
+    )
+    out = plan_jobs(desired, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(29))
+    (row,) = out.changes
+    assert row.after is not None and row.after["operation"] == "redeploy"
+    assert "left real-time mode (30 source partitions now but 14 task slots)" in row.reason
+    # With an explicit master that cannot hold the partitions, a redeploy would change nothing: no row.
+    fixed = load_text(FILE % ', master: "local[14]"').state
+    info = JobInfo("f", True, fixed.flow_digest("f"), mode="microbatch", mode_fallback=True)
+    assert plan_jobs(fixed, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(29)).changes == []
+
+
+def test_a_sub_second_trigger_interval_means_micro_batches() -> None:
+    conf: dict[str, object] = {"spark.kmirror.triggerInterval": "200 milliseconds"}
+    placement = choose_placement(deploy="local", master=None, conf=conf, partitions=2)
+    assert placement.mode == "microbatch" and "micro-batch trigger" in placement.reason
+    conf = {"spark.kmirror.triggerInterval": "30s"}
+    assert choose_placement(deploy="local", master=None, conf=conf, partitions=2).mode == "realtime"
