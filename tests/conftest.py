@@ -28,8 +28,8 @@ _DEV_PORT_MODULES = ("tests/e2e/test_demo.py", "tests/integration/cli/test_wheel
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With `pytest -n N --dist loadgroup` (make test): each module stays on one worker, in order (module
-    fixtures deploy jobs once; some modules end with a test that changes their job), the fault suite in two
-    halves (each half's worker starts its own three-broker clusters once), and the `kmirror dev` tests on one
+    fixtures deploy jobs once; some modules end with a test that changes their job), the fault suite in three
+    parts (each part's worker starts its own three-broker clusters once), and the `kmirror dev` tests on one
     worker (preferred ports)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
@@ -37,6 +37,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = item.nodeid.split("::", 1)[0]
         if path == "tests/faults/test_broker_faults.py":
             group = "faults-brokers"  # the rolling restart and the target outage: about half the fault suite
+        elif path == "tests/faults/test_exactly_once.py":
+            group = "faults-eos"  # about ten minutes: a third of the fault suite
         elif path.startswith("tests/faults/"):
             group = "faults"
         elif path in _DEV_PORT_MODULES:
