@@ -62,7 +62,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--mm2-prop", action="append", default=[], help="extra mm2.properties line key=value")
     p.add_argument("--mm2-eos", action="store_true",
                    help="also run MM2 with exactly-once source support (dedicated mode, internal REST)")  # fmt: skip
-    p.add_argument("--spark-master", default="local[2]")
+    p.add_argument(
+        "--spark-master", default=None, help="spark.master of kmirror's runs (default: none, the job sizes it)"
+    )
     p.add_argument("--kmirror-conf", action="append", default=[], help="extra spark.conf key=value")
     p.add_argument("--kmirror-producer", action="append", default=[], help="flow replication.producer key=value")
     p.add_argument("--kmirror-flow", action="append", default=[],

@@ -493,8 +493,7 @@ def parse_variants(
     `delivery` -> the flow's `replication.delivery` (e.g. `delivery=exactly_once`), `flow.a.b` -> any other flow
     field `a.b` (value read as JSON when it parses: numbers, booleans), anything else -> `spark.conf`.
     """
-    conf = {"spark.kmirror.triggerInterval": "200 milliseconds"}
-    conf.update(parse_pairs(kmirror_conf))
+    conf = parse_pairs(kmirror_conf)  # kmirror's own defaults unless asked (real-time mode, sized by the job)
     producer = parse_pairs(kmirror_producer)
     flow = {k: parse_value(v) for k, v in parse_pairs(kmirror_flow).items()}
     out = [Variant("default", conf, producer, flow=flow)]
@@ -517,7 +516,9 @@ def parse_variants(
     return out
 
 
-def kmirror_document(source: Cluster, target: Cluster, master: str, wl: Workload, variant: Variant) -> dict[str, Any]:
+def kmirror_document(
+    source: Cluster, target: Cluster, master: str | None, wl: Workload, variant: Variant
+) -> dict[str, Any]:
     """The kmirror.yaml of a variant (as a mapping; written as JSON, which YAML reads)."""
     s, t = variant.aliases
     flow: dict[str, Any] = {
@@ -531,16 +532,14 @@ def kmirror_document(source: Cluster, target: Cluster, master: str, wl: Workload
     }
     for path, value in variant.flow.items():
         set_path(flow, path, value)
+    spark: dict[str, Any] = {"deploy": "local", "checkpoint_root": "checkpoints", "conf": variant.conf}
+    if variant.master or master:  # none: the job sizes its master (what a user who writes no settings gets)
+        spark["master"] = variant.master or master
     return {
         "version": 1,
         "clusters": {s: {"bootstrap_servers": source.bootstrap}, t: {"bootstrap_servers": target.bootstrap}},
         "state": {"cluster": t},
-        "spark": {
-            "deploy": "local",
-            "master": variant.master or master,
-            "checkpoint_root": "checkpoints",
-            "conf": variant.conf,
-        },
+        "spark": spark,
         "flows": [flow],
     }
 
@@ -579,7 +578,7 @@ class KmirrorJob:
 
 
 def prepare_kmirror(
-    work: Path, source: Cluster, target: Cluster, master: str, wl: Workload, variant: Variant
+    work: Path, source: Cluster, target: Cluster, master: str | None, wl: Workload, variant: Variant
 ) -> KmirrorJob:
     from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text

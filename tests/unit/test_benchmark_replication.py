@@ -267,7 +267,7 @@ def test_parse_variants() -> None:
     )
     default, rt, eos = vs
     assert default.name == "default" and default.index == 0
-    assert default.conf["spark.kmirror.triggerInterval"] == "200 milliseconds"
+    assert "spark.kmirror.triggerInterval" not in default.conf  # kmirror's defaults, as a user gets them
     assert default.conf["spark.kmirror.maxOffsetsPerTrigger"] == "500000"
     assert default.producer == {"linger.ms": "20"}
     assert default.flow == {"replication.start_from": "latest"}
@@ -463,3 +463,14 @@ def test_summarise_soak() -> None:
     assert summarise_soak(buckets, sampler, [], minutes=3)["memory_verdict"] == "flat"
     assert set(out["gc_s_per_minute"]) == {"replicator: java SparkSubmit (pid 10)"}
     assert out["gc_count_per_minute"]["replicator: java SparkSubmit (pid 10)"] == [6.0, 6.0, 6.0]
+
+
+def test_a_run_without_settings_leaves_the_master_and_the_mode_to_the_job() -> None:
+    from benchmarks.replication.common import Cluster
+    from benchmarks.replication.phases import kmirror_document
+
+    source, target = (Cluster(n, Path("/x"), f"127.0.0.1:{port}", 1) for n, port in (("s", 1), ("t", 2)))
+    default, pinned = parse_variants(variants=["pinned master=local[2]"])
+    doc = kmirror_document(source, target, None, WORKLOAD, default)
+    assert "master" not in doc["spark"] and doc["spark"]["conf"] == {}
+    assert kmirror_document(source, target, None, WORKLOAD, pinned)["spark"]["master"] == "local[2]"
