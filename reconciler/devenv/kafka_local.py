@@ -101,7 +101,20 @@ def read_record(home: Path) -> LocalCluster | None:
 
 
 def is_running(cluster: LocalCluster) -> bool:
-    return cluster.pid is not None and _pid_alive(cluster.pid) and _port_open(cluster.port)
+    return _alive(cluster) and _port_open(cluster.port)
+
+
+def _alive(cluster: LocalCluster) -> bool:
+    """Whether the recorded broker process still runs. Pids are reused (pid_max is 32768 here and a test session
+    starts thousands of processes): a stale record's pid may name another process by now, which must never be
+    signalled, so the process must also be the broker of this record's home (its command line names it)."""
+    if cluster.pid is None or not _pid_alive(cluster.pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{cluster.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return not Path("/proc/self").exists()  # no /proc to ask: trust the pid
+    return cluster.home in cmdline
 
 
 def start(
@@ -118,7 +131,7 @@ def start(
     previous = read_record(home)
     if previous is not None and is_running(previous):
         return previous
-    if previous is not None and previous.pid is not None and _pid_alive(previous.pid):
+    if previous is not None and previous.pid is not None and _alive(previous):
         _terminate(previous.pid, grace=10)  # alive but not answering: start afresh rather than guess
     libs = jars.kafka_libs(version)
     (home / "logs").mkdir(parents=True, exist_ok=True)
@@ -153,7 +166,7 @@ def start(
 def stop(home: Path, grace: float = 30.0) -> bool:
     """Stops the cluster in `home`; returns whether a process was running. Data is kept for the next start."""
     cluster = read_record(home.resolve())
-    if cluster is None or cluster.pid is None or not _pid_alive(cluster.pid):
+    if cluster is None or cluster.pid is None or not _alive(cluster):
         return False
     _terminate(cluster.pid, grace)
     return True
@@ -618,7 +631,7 @@ def start_brokers(
         if before is not None and is_running(before):
             records[i] = before
             continue
-        if before is not None and before.pid is not None and _pid_alive(before.pid):
+        if before is not None and before.pid is not None and _alive(before):
             _terminate(before.pid, grace=10)
         bhome = home / f"broker-{i}"
         (bhome / "logs").mkdir(parents=True, exist_ok=True)
@@ -654,7 +667,7 @@ def stop_brokers(home: Path, grace: float = 30.0) -> bool:
     if not homes:
         return stop(home, grace)
     records = [r for r in (read_record(h) for h in homes) if r is not None and r.pid is not None]
-    alive = [r.pid for r in records if r.pid is not None and _pid_alive(r.pid)]
+    alive = [r.pid for r in records if r.pid is not None and _alive(r)]
     for pid in alive:  # all at once: a quorum stopped one by one waits at each step for the ones still up
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
