@@ -86,9 +86,11 @@ def clusters(work: Path, heap: str) -> Iterator[tuple[Cluster, Cluster]]:
             kafka_local.stop(c.home)
 
 
-def create_topics(cluster: Cluster, names: Sequence[str], partitions: int) -> None:
+def create_topics(
+    cluster: Cluster, names: Sequence[str], partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = cluster.admin()  # kept referenced until the futures resolve (a destroyed handle fails them)
-    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=60)
+    futures = admin.create_topics([NewTopic(n, partitions, 1, config=config or {}) for n in names], request_timeout=60)
     for f in futures.values():
         f.result(timeout=60)
 

@@ -117,13 +117,19 @@ def summarise_soak(
     }
 
 
+#: Per partition: 128 MB segments, at most 512 MB kept (deleted by time and size as the soak runs).
+SOAK_TOPIC_CONFIG = {"segment.bytes": str(128 * 2**20), "retention.bytes": str(512 * 2**20)}
+
+
 def soak_one(name: str, work: Path, source: Cluster, target: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     """One replicator at `soak_rate` records/s for `soak_minutes`, after it copied a probe record (the same
     warm-up rule for both: started, then one record through, then the measured minutes)."""
     short = "km" if name == "kmirror" else "mm2"
     wl = Workload(f"soak-{name}", args.record_size, args.partitions, 1, 0, prefix=f"bench.soak-{short}")
     topic = wl.data_topics[0]
-    create_topics(source, [topic], wl.partitions)
+    # 10,000 x 1 KB records/s is 36 GB an hour per cluster: keep a bounded tail (the config sync copies it to the
+    # remote topic), or a soak fills the disk and the brokers stop.
+    create_topics(source, [topic], wl.partitions, SOAK_TOPIC_CONFIG)
     _probe(source, topic)
     started = time.monotonic()
     stop: Callable[[dict[str, Any]], None]
