@@ -30,6 +30,7 @@ from pathlib import Path
 
 from reconciler.devenv import jars
 from reconciler.errors import DevEnvError
+from reconciler.processes import alive
 
 LOOPBACK = "127.0.0.1"
 _RECORD = "cluster.json"
@@ -195,16 +196,7 @@ def _pid_alive(pid: int) -> bool:
             return False
     except ChildProcessError:
         pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    status = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError):
-        return status.read_text().split(") ", 1)[1][:1] != "Z"
-    return True
+    return alive(pid)
 
 
 def _port_open(port: int) -> bool:
