@@ -42,6 +42,8 @@ class FlowStatus:
     mode: str | None = None
     mode_reason: str | None = None
     task_slots: int | None = None
+    #: The delivery guarantee the running job writes with (its own report: it may differ from the file's).
+    delivery: str | None = None
     records: int | None = None
     bytes: int | None = None
     records_per_s: float | None = None
@@ -175,7 +177,7 @@ def _job_info(desired: DesiredState, flow: str, deployments: dict[str, dict[str,
     info["data_loss_records"] = int(data.get("data_loss_records") or 0)
     info["data_loss_last"] = data.get("data_loss_last")
     info["checkpoint"] = job.checkpoint
-    for key in ("mode", "mode_reason", "task_slots"):
+    for key in ("mode", "mode_reason", "task_slots", "delivery"):
         if data.get(key) is not None:
             info[key] = data.get(key)
     records, started = data.get("records"), data.get("started_at")

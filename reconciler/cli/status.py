@@ -116,7 +116,9 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
         if s.mode:
             slots = f", {s.task_slots} task slots" if s.task_slots else ""
             mode = "real-time mode" if s.mode == "realtime" else "micro-batch mode"
-            out.append(f"  {mode} ({s.mode_reason}{slots})" if s.mode_reason else f"  {mode}{slots}")
+            delivery = f", {s.delivery.replace('_', '-')} delivery" if s.delivery else ""
+            why = f" ({s.mode_reason}{slots})" if s.mode_reason else slots
+            out.append(f"  {mode}{why}{delivery}")
         if s.metrics_url:
             out.append(f"  metrics (Prometheus): {s.metrics_url}")
         if s.lag:

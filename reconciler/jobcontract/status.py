@@ -56,6 +56,8 @@ class JobReport(TypedDict, total=False):
     mode: str
     mode_reason: str
     task_slots: int
+    #: The flow's delivery guarantee the job writes with: "at_least_once" or "exactly_once".
+    delivery: str
     #: True once the job left real-time mode because source partitions outgrew its task slots.
     mode_fallback: bool
     #: Where the job started reading: "checkpoint", "offset-syncs" (its checkpoint was missing) or "start_from".

@@ -497,7 +497,9 @@ class ReplicationJob:
             if problem is not None:
                 raise JobSettingError(problem)
         self.mode, self.slots, self.placement = placement.mode, slots, placement
-        self.status.update(mode=self.mode, mode_reason=placement.reason, task_slots=slots)
+        self.status.update(
+            mode=self.mode, mode_reason=placement.reason, task_slots=slots, delivery=self.flow.replication.delivery
+        )
         log.info("flow %s: %s, %d task slot(s) on %s", self.flow.name, placement.describe(), slots, sc.master)
 
     def _task_slots(self, sc: Any, partitions: int) -> int:

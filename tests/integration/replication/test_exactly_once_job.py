@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from reconciler.jobcontract.status import read_report
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
@@ -101,6 +102,8 @@ def test_records_are_visible_to_read_committed_consumers_within_the_transaction_
     seconds = time.monotonic() - sent
     print(f"exactly-once, real-time mode: 200 records visible to read_committed {seconds:.2f}s after the flush")
     assert seconds < INTERVAL_S / 2, "records waited for the checkpoint interval, not the transaction interval"
+    report = read_report(flow.runner.folder(flow.name).status)
+    assert (report.get("mode"), report.get("delivery")) == ("realtime", "exactly_once"), report  # `kmirror status`
     got = _committed(flow, topic)
     got[0][0] = Rec(got[0][0].key, got[0][0].value, got[0][0].headers, 0)  # the warm-up's timestamp is the broker's
     assert got == expected
