@@ -64,6 +64,8 @@ class ClusterAdmin(Protocol):
 
     def delete_topic(self, name: str) -> Outcome: ...
 
+    def delete_group(self, group: str) -> Outcome: ...
+
     def create_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]: ...
 
     def delete_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]: ...
@@ -330,11 +332,13 @@ class Executor:
                 # Pending before the runner starts it: an apply killed while the job starts leaves the job known.
                 self._intend([c])
             deployment: Mapping[str, Any] | None = None
+            forgotten: Outcome | None = None
             try:
                 if c.action == Action.DELETE:
                     self.runner.stop(flow)
                     if (c.before or {}).get("removed"):
                         self.runner.forget(flow)  # the flow is gone from the file: added back, it starts afresh
+                        forgotten = self._forget_eos_group((c.before or {}).get("eos_group"))
                 else:
                     after = c.after or {}
                     if after.get("operation") == "move":
@@ -343,6 +347,11 @@ class Executor:
             except Exception as exc:  # a runner failure is this change's outcome, not the apply's end
                 self._done(c, Outcome(c.address, False, str(exc)))
             else:
+                if forgotten is not None and not forgotten.ok:  # the job stays recorded: the next apply retries
+                    why = f"job stopped; its exactly-once group {forgotten.key} was not deleted: {forgotten.message}"
+                    self._done(c, Outcome(c.address, False, why, transient=forgotten.transient))
+                    self._flush()
+                    continue
                 attributes = None if deployment is None else {**(c.after or {}), "deployment": dict(deployment)}
                 self._done(c, Outcome(c.address, True), attributes)
                 old = (c.after or {}).get("moved_from")
@@ -351,6 +360,12 @@ class Executor:
                     entry = (f"job/{old}", c.kind.value, None, Action.DELETE.value, "applied", why)
                     self._unrecorded.append((entry, ChangeOutcome(f"job/{old}", Action.DELETE.value, "applied", why)))
             self._flush()  # each job is recorded as soon as it is deployed or stopped
+
+    def _forget_eos_group(self, eos: Any) -> Outcome | None:
+        """Delete a removed flow's exactly-once group (its source positions): added back, the flow starts afresh."""
+        if not isinstance(eos, Mapping) or eos.get("cluster") not in self.admins:
+            return None
+        return self.admins[str(eos["cluster"])].delete_group(str(eos["group"]))
 
     # -- group offsets ----------------------------------------------------------------------------------------
     def _group_offsets(self, changes: list[ResourceChange]) -> None:

@@ -364,6 +364,15 @@ class KafkaAdmin:
             return Outcome(name, True, "already gone", already_done=True)
         return outcome
 
+    def delete_group(self, group: str) -> Outcome:
+        """Delete one consumer group and its committed offsets; a missing one is a success."""
+        self.round_trips += 1
+        futures = self._admin.delete_consumer_groups([group], request_timeout=self.timeout)
+        outcome = self._outcome(group, futures[group])
+        if not outcome.ok and "GROUP_ID_NOT_FOUND" in outcome.message:
+            return Outcome(group, True, "already gone", already_done=True)
+        return outcome
+
     def create_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]:
         if not entries:
             return []

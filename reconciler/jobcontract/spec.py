@@ -37,6 +37,14 @@ class JobSpec:
     #: The state topic of the desired-state file the flow is in: with the flow's name it keys what the job owns on
     #: the clusters (its exactly-once transactional ids and group). Older spec files have none: the default one.
     state_topic: str = DEFAULT_STATE_TOPIC
+    #: The flow name its exactly-once group and transactional ids are keyed by: the name the flow had when its job
+    #: was first deployed, carried over a `moved:` rename so the renamed job resumes from the same group (None:
+    #: `flow_name`).
+    eos_flow: str | None = None
+
+    @property
+    def eos_name(self) -> str:
+        return self.eos_flow or self.flow_name
 
     @property
     def flow(self) -> FlowSpec:
@@ -59,6 +67,7 @@ class JobSpec:
             "digest": self.digest,
             "base_dir": str(self.base_dir),
             "state_topic": self.state_topic,
+            "eos_flow": self.eos_name,
             "spec": dict(self.effective),
         }
 
@@ -84,6 +93,7 @@ class JobSpec:
                 "redeploy the flow with this kmirror version"
             )
         state_topic = data.get("state_topic") or DEFAULT_STATE_TOPIC
-        spec = cls(data["flow"], data["spec"], data["digest"], Path(data["base_dir"]), state_topic)
+        eos_flow = data.get("eos_flow") if isinstance(data.get("eos_flow"), str) else None
+        spec = cls(data["flow"], data["spec"], data["digest"], Path(data["base_dir"]), state_topic, eos_flow)
         spec.flow  # noqa: B018 - validate the flow now, so a broken file fails before Spark starts
         return spec

@@ -16,6 +16,7 @@ warnings; a restart of a job whose checkpoint is gone says that it resumes from 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from deepdiff import DeepDiff
@@ -24,6 +25,7 @@ from reconciler.live.model import LiveState
 from reconciler.plan.definition import Action, Kind, ResourceChange, job_address
 from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.plan.topics import TopicPlan, replicated_topics
+from reconciler.policy.filters import eos_group
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.spec.placement import Placement, choose_placement
 
@@ -153,6 +155,8 @@ def plan_jobs(
             out.warnings.append(f"{address}: the flow is gone or disabled; its job is kept because prune.jobs is off.")
             continue
         removed = name not in declared
+        eos = removed_flow_eos_group(desired, name, recorded.get(address)) if removed else None
+        said = f" and its exactly-once group {eos['group']} on {eos['cluster']}" if eos and eos["exactly_once"] else ""
         out.changes.append(
             ResourceChange(
                 address=address,
@@ -162,11 +166,13 @@ def plan_jobs(
                     "running": None if info is None else info.running,
                     "spec_digest": None if info is None else info.spec_digest,
                     "removed": removed,
+                    **({"eos_group": eos} if eos else {}),
                 },
                 after=None,
                 reason=(
-                    "flow removed: stop the job gracefully and forget its checkpoint (the flow added back starts "
-                    "afresh from start_from)"
+                    "flow removed: stop the job gracefully and forget its checkpoint"
+                    + said
+                    + " (the flow added back starts afresh from start_from)"
                     if removed
                     else "flow disabled: stop the job gracefully (finishes the batch in flight); enabled again, it "
                     "resumes from its checkpoint"
@@ -174,6 +180,22 @@ def plan_jobs(
             )
         )
     return out
+
+
+def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The exactly-once group a removed flow's job may have committed its source positions to, while its target is
+    still in the file: forgotten with the checkpoint, or the flow added back with exactly-once delivery would skip,
+    on its new remote topics, every record below the old positions. `exactly_once`: its last spec wrote so (the
+    group is deleted either way: a flow switched back to at-least-once before its removal left one too)."""
+    spec = (last or {}).get("spec") or {}
+    flow = (spec.get("flow") or {}) if isinstance(spec, Mapping) else {}
+    target = flow.get("target")
+    if not isinstance(target, str) or target not in desired.clusters:
+        return None
+    deployment = (last or {}).get("deployment") or {}
+    eos_flow = deployment.get("eos_flow") if isinstance(deployment.get("eos_flow"), str) else name
+    exactly_once = (flow.get("replication") or {}).get("delivery") == "exactly_once"
+    return {"cluster": target, "group": eos_group(desired.state.topic, eos_flow), "exactly_once": exactly_once}
 
 
 def delivery_change(before_spec: Any, delivery: str) -> str | None:

@@ -38,6 +38,15 @@ KMIRROR_EOS_GROUP_PREFIX = "kmirror-eos."
 never translated whatever the filters say (their offsets are source offsets held against remote topics)."""
 
 
+def eos_group(state_topic: str, flow: str) -> str:
+    """The group on the target that holds an exactly-once flow's source positions: `kmirror-eos.<state topic>.<flow>`
+    (`flow`: the name its job was first deployed under; a `moved:` rename keeps it).
+
+    Its committed offsets are against the remote topics' partitions and are SOURCE offsets (the next one to copy);
+    kmirror never translates a `kmirror-eos.*` group, and nothing should consume with it."""
+    return f"{KMIRROR_EOS_GROUP_PREFIX}{state_topic}.{flow}"
+
+
 @dataclass(frozen=True)
 class PatternFilter:
     """An include/exclude pair of regex lists with MM2's full-match semantics."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.policy.filters import KMIRROR_EOS_GROUP_PREFIX
+from reconciler.policy.filters import eos_group
 from reconciler.replication.interceptor import DELAYED_SYNCS_FLUSH_MS
 from reconciler.spec.models import FlowSpec
 
@@ -47,14 +47,6 @@ DEFAULT_TRANSACTION_INTERVAL_MS = 200
 DEFAULT_TRANSACTION_TIMEOUT_MS = "30000"
 #: Producer settings of the at-least-once sink that must not reach the transactional producers.
 _NOT_FOR_TRANSACTIONS = ("interceptor.classes",)
-
-
-def eos_group(state_topic: str, flow: str) -> str:
-    """The group on the target that holds the flow's source positions: `kmirror-eos.<state topic>.<flow>`.
-
-    Its committed offsets are against the remote topics' partitions and are SOURCE offsets (the next one to copy);
-    kmirror never translates a `kmirror-eos.*` group, and nothing should consume with it."""
-    return f"{KMIRROR_EOS_GROUP_PREFIX}{state_topic}.{flow}"
 
 
 def transactional_id_prefix(state_topic: str, flow: str) -> str:

@@ -723,7 +723,7 @@ class ReplicationJob:
         syncs_cluster, syncs_topic = self._syncs
         settings = exactly_once.writer_settings(
             state_topic=self.spec.state_topic,
-            flow=self.flow.name,
+            flow=self.spec.eos_name,
             producer=exactly_once.producer_properties(self._sink),
             syncs_topic=syncs_topic,
             syncs_in_transaction=syncs_cluster == self.flow.target,

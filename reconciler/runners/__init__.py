@@ -21,7 +21,7 @@ from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.plan.inputs import JobInfo, JobStatus
-from reconciler.runners.common import JobRunnerError, checkpoint_for
+from reconciler.runners.common import JobRunnerError, checkpoint_for, eos_flow_for
 from reconciler.runners.local import LocalJob, LocalRunner
 from reconciler.runners.standalone import StandaloneJob, StandaloneRunner
 from reconciler.spec.models import DesiredState, SparkSpec
@@ -82,6 +82,7 @@ class FlowRunners:
         carried = {
             "runner": _kind(record) if record else self.kind,
             "checkpoint": checkpoint_for(old, root, self.state_topic, record),
+            "eos_flow": eos_flow_for(old, record),  # its exactly-once group: the renamed job resumes from it
         }
         self.deployments[new] = carried
         if carried["runner"] == self.kind:

@@ -50,6 +50,7 @@ from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
     checkpoint_missing,
+    eos_flow_for,
     forget_job,
     job_info,
     job_jars,
@@ -138,10 +139,10 @@ class LocalRunner:
         Returns the deployment record once the job reports its query running; raises `JobRunnerError` with the
         log's tail if it exits first or does not come up within `start_timeout`.
         """
-        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir, self.state_topic)
+        previous = self._previous(flow)
+        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir, self.state_topic, eos_flow_for(flow, previous))
         spark = job_spec.spark
         folder = self.folder(flow)
-        previous = self._previous(flow)
         self.stop(flow)
         folder.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(folder.spec)
@@ -186,6 +187,7 @@ class LocalRunner:
             "digest": spec_digest,
             "folder": str(folder.path),
             "checkpoint": checkpoint,
+            "eos_flow": job_spec.eos_name,
             "started_at": time.time(),
         }
         write_json(folder.runner, record)

@@ -50,6 +50,7 @@ from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
     checkpoint_missing,
+    eos_flow_for,
     folder_of,
     forget_job,
     job_info,
@@ -153,9 +154,9 @@ class StandaloneRunner:
         Returns the deployment once the job reports its query running; raises `JobRunnerError` (with the master's
         message or the log's tail) if the driver ends first or does not come up within `start_timeout`.
         """
-        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir, self.state_topic)
-        spark = job_spec.spark
         previous = self._previous(flow)
+        job_spec = JobSpec(flow, spec, spec_digest, self.base_dir, self.state_topic, eos_flow_for(flow, previous))
+        spark = job_spec.spark
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
         checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
@@ -186,6 +187,7 @@ class StandaloneRunner:
             "master": spark.master,
             "folder": str(folder.path),
             "checkpoint": checkpoint,
+            "eos_flow": job_spec.eos_name,
             "started_at": time.time(),
         }
         write_json(folder.runner, record)

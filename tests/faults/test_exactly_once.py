@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient
 from reconciler.devenv import spark_standalone
 from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.mm2.wire import OffsetSync
-from reconciler.replication.exactly_once import eos_group
+from reconciler.policy.filters import eos_group
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.faults.conftest import (

@@ -12,6 +12,7 @@ import pytest
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.plan.definition import Action
+from reconciler.policy.filters import eos_group
 from reconciler.replication import exactly_once
 from reconciler.replication.job import sink_options
 from reconciler.spec.loader import load_text
@@ -57,7 +58,7 @@ flows:
 
 
 def test_group_and_transactional_ids_are_stable_per_state_topic_flow_topic_and_partition() -> None:
-    assert exactly_once.eos_group("_kmirror.state", "a-to-b") == "kmirror-eos._kmirror.state.a-to-b"
+    assert eos_group("_kmirror.state", "a-to-b") == "kmirror-eos._kmirror.state.a-to-b"
     assert exactly_once.transactional_id("_kmirror.state", "a-to-b", "orders", 3) == (
         "kmirror-eos._kmirror.state.a-to-b.orders.3"
     )
@@ -70,7 +71,7 @@ def test_group_and_transactional_ids_are_stable_per_state_topic_flow_topic_and_p
 def test_the_flows_own_group_is_never_translated_whatever_the_filter() -> None:
     flow = desired("groups: {include: ['.*']}").flow("f")
     assert flow.group_matches("orders-app")
-    assert not flow.group_matches(exactly_once.eos_group("_kmirror.state", "f"))
+    assert not flow.group_matches(eos_group("_kmirror.state", "f"))
 
 
 def test_producer_properties_keep_the_sink_settings_without_the_interceptor() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.adapters.kafka_admin import Outcome
 from reconciler.executor import Executor
 from reconciler.plan.inputs import JobStatus
 from reconciler.spec.loader import load_text
@@ -101,3 +102,33 @@ def test_a_removed_flows_job_is_stopped_then_forgotten_and_a_disabled_ones_only_
     runner = FakeRunner()
     Executor({}, FakeRecorder(), runner).run(plan(removed, lv, owned("src.orders", extra=(record,)), running(ds, "f")))
     assert runner.calls[:2] == [("stop", "f"), ("forget", "f")]
+
+
+class FakeAdmin:
+    def __init__(self, outcome: Outcome, calls: list[tuple[str, ...]]) -> None:
+        self.outcome, self.calls = outcome, calls
+
+    def delete_group(self, group: str) -> Outcome:
+        self.calls.append(("delete_group", group))
+        return self.outcome
+
+
+@pytest.mark.parametrize("deleted", [True, False])
+def test_a_removed_exactly_once_flow_has_its_group_deleted_after_its_checkpoint(deleted: bool) -> None:
+    eos = FILE.format(name="f", moved="").replace("topics:", "replication: {delivery: exactly_once}, topics:")
+    ds = load_text(eos).state
+    record = ("job/f", "job", {"flow": "f", "spec_digest": ds.flow_digest("f"), "spec": ds.flow_effective_spec("f")})
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    removed = load_text(FILE.format(name="g", moved="")).state
+    runner, recorder = FakeRunner(), FakeRecorder()
+    admin = FakeAdmin(Outcome("kmirror-eos._kmirror.state.f", deleted, "" if deleted else "GROUP_AUTHORIZATION_FAILED"),
+                      runner.calls)  # fmt: skip
+    outcomes = Executor({"dst": admin}, recorder, runner).run(  # type: ignore[dict-item]
+        plan(removed, lv, owned("src.orders", extra=(record,)), running(ds, "f"))
+    )
+    assert runner.calls[:3] == [("stop", "f"), ("forget", "f"), ("delete_group", "kmirror-eos._kmirror.state.f")]
+    (job,) = [o for o in outcomes if o.address == "job/f"]
+    if deleted:
+        assert job.outcome == "applied"
+    else:  # not recorded as gone: the next plan stops (a no-op) and forgets again, and retries the group
+        assert job.outcome != "applied" and "GROUP_AUTHORIZATION_FAILED" in job.message, job

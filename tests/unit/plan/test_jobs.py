@@ -167,3 +167,31 @@ state: {cluster: dst}
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
     assert change.action == Action.DELETE and (change.before or {})["removed"] is True
     assert "forget its checkpoint" in change.reason
+
+
+@pytest.mark.parametrize(
+    ("delivery", "deployment", "group", "said"),
+    [
+        ("exactly_once", {}, "kmirror-eos._kmirror.state.f", True),
+        ("exactly_once", {"eos_flow": "old-name"}, "kmirror-eos._kmirror.state.old-name", True),  # renamed once
+        ("at_least_once", {}, "kmirror-eos._kmirror.state.f", False),  # switched back before the removal: a no-op
+    ],
+)
+def test_a_removed_flows_exactly_once_group_is_forgotten_with_its_checkpoint(
+    delivery: str, deployment: dict[str, str], group: str, said: bool
+) -> None:
+    """Else the flow added back with exactly-once delivery skips every record below its old positions."""
+    gone = desired(FLOW + f"\nreplication: {{delivery: {delivery}}}")
+    ds = load_text("""
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+""").state
+    address, kind, attributes = _job_record(gone)
+    record = (address, kind, {**attributes, "deployment": deployment})
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(ds, lv, owned("src.orders", extra=(record,)), running(gone, "f")))["job/f"]
+    assert (change.before or {})["eos_group"] == {"cluster": "dst", "group": group, "exactly_once": said}
+    assert (f"its exactly-once group {group} on dst" in change.reason) is said
