@@ -25,27 +25,47 @@ from reconciler.devenv.kafka_local import BrokerOptions, TlsMaterial
 _DEV_PORT_MODULES = ("tests/e2e/test_demo.py", "tests/integration/cli/test_wheel_demo.py")
 
 
-@pytest.hookimpl(tryfirst=True)
+#: The groups that take longest, in the order the workers start them (the other worker meanwhile takes the
+#: many short modules): the broker faults, the other faults, exactly-once's faults, the `kmirror dev` tests.
+_LONG_GROUPS = ("faults-brokers", "faults", "faults-eos", "dev-ports")
+
+
+def test_group(nodeid: str) -> str:
+    """The unit of work a test runs in on `pytest -n N` (make test): its module, in file order (module fixtures
+    deploy jobs once; some modules end with a test that changes their job), except the fault suite in three
+    parts (each part's worker starts its own three-broker clusters once) and the `kmirror dev` tests together
+    (they want the examples' ports)."""
+    path = nodeid.split("::", 1)[0]
+    if path == "tests/faults/test_broker_faults.py":
+        return "faults-brokers"  # the rolling restart and the target outage: about half the fault suite
+    if path == "tests/faults/test_exactly_once.py":
+        return "faults-eos"  # about ten minutes: a third of the fault suite
+    if path.startswith("tests/faults/"):
+        return "faults"
+    if path in _DEV_PORT_MODULES:
+        return "dev-ports"
+    return path
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole groups to a worker (`test_group`), longest first. Not `--dist loadgroup`: pytest 9.2 derives a
+    node id from `Node._id`, so xdist 3.8's group suffix on `_nodeid` is lost and every test went its own way."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    config.option.loadscopereorder = False  # the collection's order: _LONG_GROUPS first (see below)
+    return Groups(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With `pytest -n N --dist loadgroup` (make test): each module stays on one worker, in order (module
-    fixtures deploy jobs once; some modules end with a test that changes their job), the fault suite in three
-    parts (each part's worker starts its own three-broker clusters once), and the `kmirror dev` tests on one
-    worker (preferred ports)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        path = item.nodeid.split("::", 1)[0]
-        if path == "tests/faults/test_broker_faults.py":
-            group = "faults-brokers"  # the rolling restart and the target outage: about half the fault suite
-        elif path == "tests/faults/test_exactly_once.py":
-            group = "faults-eos"  # about ten minutes: a third of the fault suite
-        elif path.startswith("tests/faults/"):
-            group = "faults"
-        elif path in _DEV_PORT_MODULES:
-            group = "dev-ports"
-        else:
-            group = path
-        item.add_marker(pytest.mark.xdist_group(group))
+    """On an xdist worker: the long groups first, everything else in file order (a stable sort)."""
+    if hasattr(config, "workerinput"):
+        rank = {group: i for i, group in enumerate(_LONG_GROUPS)}
+        items.sort(key=lambda item: rank.get(test_group(item.nodeid), len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)
