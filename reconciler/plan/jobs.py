@@ -193,7 +193,8 @@ def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, 
     if not isinstance(target, str) or target not in desired.clusters:
         return None
     deployment = (last or {}).get("deployment") or {}
-    eos_flow = deployment.get("eos_flow") if isinstance(deployment.get("eos_flow"), str) else name
+    recorded_name = deployment.get("eos_flow")
+    eos_flow = recorded_name if isinstance(recorded_name, str) and recorded_name else name
     exactly_once = (flow.get("replication") or {}).get("delivery") == "exactly_once"
     return {"cluster": target, "group": eos_group(desired.state.topic, eos_flow), "exactly_once": exactly_once}
 
