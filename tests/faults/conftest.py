@@ -306,8 +306,10 @@ class FaultWorld:
     def remote(self, topic: str) -> str:
         return f"{self.src}.{topic}"
 
-    def spec(self, deploy: str = "local", flow: str = "on") -> Path:
-        """`flow`: "on", "off" (enabled: false) or "removed" (no flow; prune.topics on)."""
+    def spec(self, deploy: str = "local", flow: str = "on", producer: dict[str, str] | None = None) -> Path:
+        """`flow`: "on", "off" (enabled: false) or "removed" (no flow; prune.topics on). `producer`: the flow's
+        `replication.producer` settings."""
+        settings = ", ".join(f'{k}: "{v}"' for k, v in (producer or {}).items())
         body = textwrap.dedent(f"""\
           - name: {self.flow}
             source: {self.src}
@@ -320,7 +322,7 @@ class FaultWorld:
             offsets: {{checkpoint_interval: 1h}}
             heartbeats: {{enabled: false}}
             sync: {{acls: false}}
-        """)
+        """) + ("  replication: {producer: {" + settings + "}}\n" if settings else "")
         flows = "flows: []\n" if flow == "removed" else "flows:\n" + textwrap.indent(body, "  ")
         path = self.tmp / "kmirror.yaml"
         path.write_text(
