@@ -26,6 +26,13 @@ from reconciler.spec.models import ClusterSpec, FlowSpec, SparkSpec
 FORMAT_VERSION = 1
 
 
+def eos_flow_for(flow: str, previous: Mapping[str, Any] | None) -> str:
+    """The name the flow's exactly-once group and transactional ids are keyed by: the one its previous deployment
+    recorded (a renamed flow carries its old name's), else the flow's own."""
+    recorded = (previous or {}).get("eos_flow")
+    return recorded if isinstance(recorded, str) and recorded else flow
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What one flow's job runs with. `effective` is `flow_effective_spec(...)`, JSON-shaped."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
+from reconciler.jobcontract.spec import eos_flow_for
 from reconciler.live.model import LiveState
 from reconciler.plan.definition import Action, Kind, ResourceChange, job_address
 from reconciler.plan.inputs import JobStatus, RecordedState
@@ -192,9 +193,7 @@ def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, 
     target = flow.get("target")
     if not isinstance(target, str) or target not in desired.clusters:
         return None
-    deployment = (last or {}).get("deployment") or {}
-    recorded_name = deployment.get("eos_flow")
-    eos_flow = recorded_name if isinstance(recorded_name, str) and recorded_name else name
+    eos_flow = eos_flow_for(name, (last or {}).get("deployment"))
     exactly_once = (flow.get("replication") or {}).get("delivery") == "exactly_once"
     return {"cluster": target, "group": eos_group(desired.state.topic, eos_flow), "exactly_once": exactly_once}
 

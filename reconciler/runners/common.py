@@ -110,13 +110,6 @@ def checkpoint_for(
     return root.checkpoint(state_topic, flow)
 
 
-def eos_flow_for(flow: str, previous: Mapping[str, Any] | None) -> str:
-    """The name the flow's exactly-once group and transactional ids are keyed by: the one its previous deployment
-    recorded (a renamed flow carries its old name's), else the flow's own."""
-    recorded = (previous or {}).get("eos_flow")
-    return recorded if isinstance(recorded, str) and recorded else flow
-
-
 def checkpoint_missing(checkpoint: str, previous: Mapping[str, Any] | None) -> bool | None:
     """Whether a flow deployed before has lost its checkpoint: True/False for a local path, None if unknown."""
     if not previous:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import JobSpec, eos_flow_for
 from reconciler.jobcontract.status import read_report
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.processes import alive
@@ -50,7 +50,6 @@ from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
     checkpoint_missing,
-    eos_flow_for,
     forget_job,
     job_info,
     job_jars,

@@ -43,14 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import JobSpec, eos_flow_for
 from reconciler.jobcontract.status import read_report
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
     checkpoint_missing,
-    eos_flow_for,
     folder_of,
     forget_job,
     job_info,

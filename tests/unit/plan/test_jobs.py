@@ -153,16 +153,21 @@ def test_a_move_whose_old_flow_was_never_deployed_is_a_plain_deploy() -> None:
     assert change.action == Action.CREATE and (change.after or {})["operation"] == "deploy"
 
 
-def test_a_flow_removed_from_the_file_has_its_job_stopped_and_its_checkpoint_forgotten() -> None:
-    """Added back (its remote topics maybe pruned meanwhile), it is a new flow: it starts from start_from."""
-    gone = desired(FLOW)
-    ds = load_text("""
+def _without_flows() -> DesiredState:
+    """The test file with every flow removed from it."""
+    return load_text("""
 version: 1
 clusters:
   src: {bootstrap_servers: "127.0.0.1:1"}
   dst: {bootstrap_servers: "127.0.0.1:2"}
 state: {cluster: dst}
 """).state
+
+
+def test_a_flow_removed_from_the_file_has_its_job_stopped_and_its_checkpoint_forgotten() -> None:
+    """Added back (its remote topics maybe pruned meanwhile), it is a new flow: it starts from start_from."""
+    gone = desired(FLOW)
+    ds = _without_flows()
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
     assert change.action == Action.DELETE and (change.before or {})["removed"] is True
@@ -182,13 +187,7 @@ def test_a_removed_flows_exactly_once_group_is_forgotten_with_its_checkpoint(
 ) -> None:
     """Else the flow added back with exactly-once delivery skips every record below its old positions."""
     gone = desired(FLOW + f"\nreplication: {{delivery: {delivery}}}")
-    ds = load_text("""
-version: 1
-clusters:
-  src: {bootstrap_servers: "127.0.0.1:1"}
-  dst: {bootstrap_servers: "127.0.0.1:2"}
-state: {cluster: dst}
-""").state
+    ds = _without_flows()
     address, kind, attributes = _job_record(gone)
     record = (address, kind, {**attributes, "deployment": deployment})
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
