@@ -8,9 +8,10 @@ source partition for as long as the job runs, so a user who writes no Spark sett
   partitions (at least 4): idle slots cost nothing in local mode, and partitions added later fit;
 - `deploy: standalone` with no `spark.cores.max` in `spark.conf`: the job asks the master for one core per
   partition (cores are real there), and the plan says how many;
-- more than `REALTIME_MAX_PARTITIONS` partitions, or fewer slots than partitions (an explicit `local[2]`, a
-  `spark.cores.max`): micro-batch mode, which runs any number of partitions on any number of slots; the plan
-  and `kmirror status` say why.
+- more partitions than real-time mode takes by default (`REALTIME_MAX_PARTITIONS`: 512 in local mode, where a
+  slot is a thread, 64 on a standalone cluster, where it is a core), or fewer slots than partitions (an explicit
+  `local[2]`, a `spark.cores.max`): micro-batch mode, which runs any number of partitions on any number of
+  slots; the plan and `kmirror status` say why.
 
 - a `spark.kmirror.triggerInterval` under 5 s (a micro-batch trigger; real-time mode's interval is a
   checkpoint interval of 5 s or more): micro-batch mode.
@@ -33,9 +34,12 @@ from reconciler.spec.intervals import interval_seconds, trigger_interval
 MODE_SETTING = "spark.kmirror.mode"
 INTERVAL_SETTING = "spark.kmirror.triggerInterval"
 CORES_SETTING = "spark.cores.max"
-#: Above this many replicated partitions the automatic choice is micro-batch: a long-running task (a consumer,
-#: a core on a standalone cluster) per partition stops paying off against micro-batches that share the slots.
-REALTIME_MAX_PARTITIONS = 64
+#: Above this many replicated partitions the automatic choice is micro-batch: a long-running task per partition
+#: stops paying off against micro-batches that share the slots. In local mode a slot is a thread waiting on its
+#: consumer: 265 partitions in real-time mode on 2 cores copied 64,027 records/s at p50 14 ms where micro-batches
+#: made 36,392 at 711 ms (benchmarks/README.md); its client buffers are sized by partition count
+#: (`realtime_client_sizing`). On a standalone cluster a slot is a core the master hands out.
+REALTIME_MAX_PARTITIONS = {"local": 512, "standalone": 64}
 #: Local slots never go below this (the job's own threads, a source partition or two added later).
 MIN_LOCAL_SLOTS = 4
 _LOCAL = re.compile(r"^local\[(\d+)(?:,\s*\d+)?\]$")
@@ -92,8 +96,9 @@ def choose_placement(
         )
         return Placement("microbatch", slots_now, reason)
     size = f"{partitions} source partition{'s' if partitions != 1 else ''}"
-    if wanted is None and partitions > REALTIME_MAX_PARTITIONS:
-        reason = f"{size}: more than the {REALTIME_MAX_PARTITIONS} real-time mode takes by default"
+    most = REALTIME_MAX_PARTITIONS.get(deploy, min(REALTIME_MAX_PARTITIONS.values()))
+    if wanted is None and partitions > most:
+        reason = f"{size}: more than the {most} real-time mode takes by default"
         return Placement(
             "microbatch", slots_now, reason, master="local[*]" if deploy == "local" and master is None else None
         )
@@ -116,3 +121,46 @@ def choose_placement(
         reason = f"{size} but {slots} task slot{'s' if slots != 1 else ''}: real-time mode needs one per partition"
         return Placement("microbatch", slots, reason, master=master_set)
     return Placement("realtime", slots, size, master=master_set, cores_max=cores_max)
+
+
+#: Real-time mode keeps a consumer and an open producer batch per partition for as long as the job runs, in one
+#: driver heap (local mode: 1 GB by default). These budgets bound what all partitions hold together; a few
+#: partitions keep the throughput sizes (8 MB fetches, 256 KB batches), hundreds get smaller ones instead of a
+#: `BufferExhaustedException` or an `OutOfMemoryError` (265 partitions at the throughput sizes had both).
+FETCH_BUDGET = 128 * 1024 * 1024
+BATCH_BUDGET = 16 * 1024 * 1024
+_FETCH_RANGE = (256 * 1024, 8 * 1024 * 1024)
+_BATCH_RANGE = (16 * 1024, 256 * 1024)
+#: Spark caches this many consumers per executor by default and closes the oldest idle ones when it holds more:
+#: with a consumer per partition, every checkpoint boundary then re-created most of them.
+SPARK_CONSUMER_CACHE = 64
+
+
+def _power_of_two_within(budget: int, bounds: tuple[int, int]) -> int:
+    low, high = bounds
+    size = high
+    while size > low and size > budget:
+        size //= 2
+    return size
+
+
+@dataclass(frozen=True)
+class ClientSizing:
+    """Per-partition client sizes for `partitions` long-running tasks; the flow's own settings win over them."""
+
+    consumer: dict[str, str]
+    producer: dict[str, str]
+    consumer_cache: int  # `spark.kafka.consumer.cache.capacity`
+
+
+def realtime_client_sizing(partitions: int, slots: int | None = None) -> ClientSizing:
+    """Fetch and batch sizes that keep `partitions` consumers and batches within the budgets above, and a
+    consumer cache that holds one consumer per slot (partitions added later included)."""
+    count = max(1, partitions)
+    fetch = _power_of_two_within(FETCH_BUDGET // count, _FETCH_RANGE)
+    batch = _power_of_two_within(BATCH_BUDGET // count, _BATCH_RANGE)
+    return ClientSizing(
+        consumer={"max.partition.fetch.bytes": str(fetch)},
+        producer={"batch.size": str(batch)},
+        consumer_cache=max(SPARK_CONSUMER_CACHE, slots or 0, count),
+    )

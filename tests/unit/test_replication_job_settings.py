@@ -69,11 +69,11 @@ flows: [{name: f, source: a, target: b, topics: {include: ["orders"]}, replicati
 """
 
 
-@pytest.mark.parametrize(("mode", "wait"), [("microbatch", None), ("realtime", "100")])
-def test_realtime_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(mode: str, wait: str | None) -> None:
+@pytest.mark.parametrize(("mode", "wait"), [("microbatch", "10"), ("realtime", "100")])
+def test_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(mode: str, wait: str) -> None:
     flow = load_text(FLOW.replace("CONSUMER", "{}")).state.flow("f")
     options = source_options(flow, {"bootstrap.servers": "a:9092"}, {}, mode)
-    assert options.get("kafka.fetch.max.wait.ms") == wait
+    assert options["kafka.fetch.max.wait.ms"] == wait
     assert options["kafka.bootstrap.servers"] == "a:9092" and options["subscribePattern"]
     own = load_text(FLOW.replace("CONSUMER", '{"fetch.max.wait.ms": "250"}')).state.flow("f")
     options = source_options(own, {}, dict(own.replication.consumer), mode)

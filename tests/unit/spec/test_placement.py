@@ -8,7 +8,13 @@ from reconciler.live.model import ClusterState, LiveState, TopicInfo
 from reconciler.plan.inputs import JobInfo, JobStatus, RecordedState
 from reconciler.plan.jobs import plan_jobs
 from reconciler.spec.loader import load_text
-from reconciler.spec.placement import REALTIME_MAX_PARTITIONS, choose_placement, local_slots
+from reconciler.spec.placement import (
+    FETCH_BUDGET,
+    REALTIME_MAX_PARTITIONS,
+    choose_placement,
+    local_slots,
+    realtime_client_sizing,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -35,10 +41,39 @@ def test_an_explicit_master_with_enough_slots_runs_real_time() -> None:
 
 
 def test_many_partitions_run_micro_batches_unless_real_time_is_asked_for() -> None:
-    many = REALTIME_MAX_PARTITIONS + 1
+    many = REALTIME_MAX_PARTITIONS["local"] + 1
     assert choose_placement(deploy="local", master=None, conf={}, partitions=many).mode == "microbatch"
     asked = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "realtime"}, partitions=many)
     assert (asked.mode, asked.slots) == ("realtime", 2 * many)
+
+
+def test_hundreds_of_partitions_run_real_time_on_local_threads_but_not_on_a_standalone_clusters_cores() -> None:
+    local = choose_placement(deploy="local", master=None, conf={}, partitions=240)
+    assert (local.mode, local.master) == ("realtime", "local[480]")
+    standalone = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=240)
+    assert (standalone.mode, standalone.cores_max) == ("microbatch", None)
+    assert "more than the 64 real-time mode takes by default" in standalone.reason
+
+
+@pytest.mark.parametrize(
+    ("partitions", "fetch", "batch"),
+    [(1, 8 << 20, 256 << 10), (6, 8 << 20, 256 << 10), (64, 2 << 20, 256 << 10), (240, 512 << 10, 64 << 10)],
+)
+def test_real_time_client_buffers_shrink_with_the_partitions_that_hold_them_at_once(
+    partitions: int, fetch: int, batch: int
+) -> None:
+    sizing = realtime_client_sizing(partitions, slots=2 * partitions)
+    assert sizing.consumer == {"max.partition.fetch.bytes": str(fetch)}
+    assert sizing.producer == {"batch.size": str(batch)}
+    assert partitions * fetch <= FETCH_BUDGET or fetch == 8 << 20
+    # Spark's consumer cache keeps a consumer per slot, so a checkpoint boundary re-uses them all
+    assert sizing.consumer_cache == max(64, 2 * partitions)
+
+
+def test_thousands_of_partitions_keep_floor_sizes() -> None:
+    sizing = realtime_client_sizing(5000)
+    assert sizing.consumer["max.partition.fetch.bytes"] == str(256 << 10)
+    assert sizing.producer["batch.size"] == str(16 << 10)
 
 
 def test_the_mode_setting_wins() -> None:
