@@ -580,9 +580,12 @@ class KmirrorJob:
 def prepare_kmirror(
     work: Path, source: Cluster, target: Cluster, master: str | None, wl: Workload, variant: Variant
 ) -> KmirrorJob:
+    from reconciler.artifacts import ensure_driver_archive
     from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text
 
+    # What `kmirror dev fetch` records once on a machine (as MM2's jars are fetched): before the clock starts.
+    ensure_driver_archive()
     base = work / f"kmirror-{variant.index}-{variant.name}"
     base.mkdir(parents=True, exist_ok=True)
     text = json.dumps(kmirror_document(source, target, master, wl, variant), indent=2) + "\n"

@@ -3,6 +3,7 @@
 Production code (the runners) and the local clusters (`reconciler.devenv`) both use it; it imports neither.
 """
 
+from reconciler.artifacts.class_archive import driver_java_options, ensure_driver_archive
 from reconciler.artifacts.interceptor_jar import interceptor_jar
 from reconciler.artifacts.jars import (
     KAFKA_SOURCE_VERSION,
@@ -19,6 +20,8 @@ __all__ = [
     "KAFKA_TARGET_VERSION",
     "ArtifactError",
     "cache_root",
+    "driver_java_options",
+    "ensure_driver_archive",
     "interceptor_jar",
     "kafka_libs",
     "mm2_libs",

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.artifacts import driver_java_options
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
 from reconciler.jobcontract.spec import JobSpec, eos_flow_for
 from reconciler.jobcontract.status import read_report
@@ -147,7 +148,13 @@ class LocalRunner:
         job_spec.write(folder.spec)
         write_private(folder.path / "log4j2.properties", log4j2_properties("console"))
         props = spark_properties(spark)
-        props["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
+        props["spark.driver.extraJavaOptions"] = " ".join(
+            [
+                *([props["spark.driver.extraJavaOptions"]] if props.get("spark.driver.extraJavaOptions") else []),
+                f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}",
+                *driver_java_options(),  # Spark's classes mapped from an archive, when `kmirror dev fetch` made one
+            ]
+        )
         write_properties(folder.path / "spark.properties", props)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
         checkpoint = checkpoint_for(flow, root, self.state_topic, previous)

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from reconciler.artifacts.class_archive import archive_path, ensure_driver_archive
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.status import read_report
 from reconciler.runners import LocalRunner
@@ -66,6 +67,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     )
     runner = LocalRunner(base, state.spark, root=base, stop_timeout=INTERVAL_S + 60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
+    ensure_driver_archive()  # what `kmirror dev fetch` (make setup) records; at once when it did
     f.deploy()
     report = read_report(runner.folder(f.name).status)
     # Three topics of two partitions and the heartbeats topic (always replicated): seven tasks, fourteen slots.
@@ -74,6 +76,15 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
         yield f
     finally:
         stop_or_kill(runner, f.name)
+
+
+def test_the_driver_starts_from_the_class_archive_dev_fetch_records(flow: Flow) -> None:
+    """Spark's classes come mapped from the archive instead of being loaded and verified one by one."""
+    archive = archive_path()
+    job = flow.runner.job(flow.name)
+    assert archive is not None and job is not None and job.pid is not None
+    maps = Path(f"/proc/{job.pid}/maps").read_text()
+    assert str(archive) in maps, f"the driver JVM (pid {job.pid}) did not map {archive}"
 
 
 def test_records_land_within_the_checkpoint_interval_with_full_fidelity(flow: Flow) -> None:
