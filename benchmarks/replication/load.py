@@ -48,9 +48,13 @@ def consumer_perf(bootstrap: str, records: int, pattern: str) -> list[str]:
 
 
 def parse_consumer_perf(out: str) -> dict[str, float]:
+    """ConsumerPerformance's CSV row, wherever its header is (warnings may follow it)."""
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
-    header = [h.strip() for h in lines[-2].split(",")]
-    values = [v.strip() for v in lines[-1].split(",")]
+    at = next((i for i, ln in enumerate(lines) if "nMsg.sec" in ln and i + 1 < len(lines)), None)
+    if at is None:
+        raise RuntimeError(f"unexpected ConsumerPerformance output: {out[-500:]}")
+    header = [h.strip() for h in lines[at].split(",")]
+    values = [v.strip() for v in lines[at + 1].split(",")]
     row = dict(zip(header, values, strict=False))
     return {"records_per_s": float(row["nMsg.sec"]), "fetch_records_per_s": float(row["fetch.nMsg.sec"])}
 

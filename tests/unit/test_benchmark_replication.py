@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.replication.common import Cluster, Workload
+from benchmarks.replication.load import parse_consumer_perf
 from benchmarks.replication.measure import (
     MIB,
     MachineMark,
@@ -474,3 +475,16 @@ def test_a_run_without_settings_leaves_the_master_and_the_mode_to_the_job() -> N
     doc = kmirror_document(source, target, None, WORKLOAD, default)
     assert "master" not in doc["spark"] and doc["spark"]["conf"] == {}
     assert kmirror_document(source, target, None, WORKLOAD, pinned)["spark"]["master"] == "local[2]"
+
+
+def test_consumer_perf_row_is_found_above_trailing_warnings() -> None:
+    out = (
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, "
+        "fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n"
+        "2026-11-25 10:00:00:000, 2026-11-25 10:00:10:000, 976.6, 97.6, 1000000, 100000.0, 300, 9700, 100.7, "
+        "103092.8\n"
+        "WARNING: Exiting before consuming the expected number of messages: timeout (60000 ms) exceeded.\n"
+    )
+    assert parse_consumer_perf(out) == {"records_per_s": 100000.0, "fetch_records_per_s": 103092.8}
+    with pytest.raises(RuntimeError, match="unexpected ConsumerPerformance output"):
+        parse_consumer_perf("WARNING: nothing consumed\n")
