@@ -4,9 +4,9 @@ A job's driver JVM spends most of its start loading, parsing and verifying Spark
 them mapped at start, on a 2-core machine: SparkSession up in 2.3 s instead of 4.3-4.8 s, the first query in
 1.3-1.5 s instead of 2.4-3.1 s (`spark-submit` of the same script, each twice). A training run records the
 archive (`cds_training.py`: the session, Catalyst, code generation; no broker) with `-XX:ArchiveClassesAtExit`;
-local jobs then start with `-XX:SharedArchiveFile`. It is tied to one JVM build and one pyspark (the classpath
-it recorded), so its name carries both; a JVM that finds it does not match says so in the driver log and starts
-without it.
+local jobs then start with `-XX:SharedArchiveFile`. It is tied to one JVM build and one pyspark install (the
+classpath it recorded), so its name carries both; a JVM that finds it does not match says so in the driver log
+and starts without it.
 
 `kmirror dev fetch` makes it (about half a minute, once); nothing else does, so `kmirror apply` never pays for it.
 
@@ -49,10 +49,12 @@ def archive_path() -> Path | None:
     if home is None:
         return None
     release = home / "release"
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    # The classpath the archive records is the jars' paths: another pyspark install (another venv) is another key.
+    spark_home = Path(pyspark.__file__).parent.resolve()
+    jars = sorted(p.name for p in (spark_home / "jars").glob("*.jar"))
     key = hashlib.sha256(
         "\n".join(
-            [str(home.resolve()), release.read_text() if release.exists() else "", pyspark.__version__, *jars]
+            [str(home.resolve()), release.read_text() if release.exists() else "", str(spark_home), *jars]
         ).encode()
     ).hexdigest()[:16]
     return cache_root() / "cds" / f"spark-driver-{pyspark.__version__}-{key}.jsa"
