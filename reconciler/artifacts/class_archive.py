@@ -15,18 +15,15 @@ Must not: write outside its cache folder, or fail a job's start (no archive: no 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.jars import ArtifactError, cache_root
+from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root
 
 _TRAINING = "cds_training.py"
 
@@ -66,17 +63,6 @@ def driver_java_options() -> list[str]:
     return [f"-XX:SharedArchiveFile={path}"] if path is not None and path.exists() else []
 
 
-@contextlib.contextmanager
-def _lock(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def ensure_driver_archive(timeout: float = 300) -> Path:
     """The archive, recorded by a training run of pyspark's `spark-submit` first if missing (one at a time)."""
     target = archive_path()
@@ -85,7 +71,7 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
     import pyspark
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    with _lock(target.parent):
+    with cache_lock(target.parent / ".lock"):
         if target.exists():
             return target
         script = resources.files("reconciler.artifacts") / _TRAINING

@@ -106,7 +106,9 @@ def _ensure(name: str, profile: str, properties: dict[str, str]) -> Path:
                 *(f"-D{k}={v}" for k, v in properties.items()),
                 "dependency:copy-dependencies",
             ]  # fmt: skip
-        with _ivy_lock() if use_ivy else contextlib.nullcontext():
+        # One Ivy resolution at a time on this cache: Ivy's cache is not safe for two at once (the local
+        # clusters fetch both Kafka versions side by side).
+        with cache_lock(cache_root() / ".ivy.lock") if use_ivy else contextlib.nullcontext():
             result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0 or not any(staging.glob("*.jar")):
         shutil.rmtree(staging, ignore_errors=True)
@@ -123,12 +125,10 @@ def _ensure(name: str, profile: str, properties: dict[str, str]) -> Path:
 
 
 @contextlib.contextmanager
-def _ivy_lock() -> Iterator[None]:
-    """One Ivy resolution at a time on this cache: Ivy's cache is not safe for two at once (the local clusters
-    fetch both Kafka versions side by side)."""
-    cache = cache_root()
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / ".ivy.lock").open("w") as lock:
+def cache_lock(lock_file: Path) -> Iterator[None]:
+    """One process at a time holds `lock_file` (in the cache; its folder is made if missing)."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -310,8 +310,9 @@ class ReplicationJob:
         )
 
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
-        self.placement = self._place(self.topics.replicated_partitions())
-        spark = self._spark = self._spark_session()
+        partitions = self.topics.replicated_partitions()
+        self.placement = self._place(partitions)
+        spark = self._spark = self._spark_session(partitions)
         self._check_mode(spark)  # before anything is created on the clusters
         self.topics.refresh()
         self.source_admin = source_admin
@@ -650,7 +651,7 @@ class ReplicationJob:
         )
 
     # -- Spark ----------------------------------------------------------------------------------------------
-    def _spark_session(self) -> Any:
+    def _spark_session(self, partitions: int) -> Any:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(f"kmirror-{self.flow.name}")
@@ -670,7 +671,7 @@ class ReplicationJob:
             and self.placement.mode == "realtime"
             and CONSUMER_CACHE not in self.spec.spark.conf
         ):
-            sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.placement.slots)
+            sizing = realtime_client_sizing(partitions, self.placement.slots)
             builder = builder.config(CONSUMER_CACHE, str(sizing.consumer_cache))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")

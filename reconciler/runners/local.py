@@ -148,12 +148,10 @@ class LocalRunner:
         job_spec.write(folder.spec)
         write_private(folder.path / "log4j2.properties", log4j2_properties("console"))
         props = spark_properties(spark)
+        log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
+        # Spark's classes mapped from an archive, when `kmirror dev fetch` made one
         props["spark.driver.extraJavaOptions"] = " ".join(
-            [
-                *([props["spark.driver.extraJavaOptions"]] if props.get("spark.driver.extraJavaOptions") else []),
-                f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}",
-                *driver_java_options(),  # Spark's classes mapped from an archive, when `kmirror dev fetch` made one
-            ]
+            p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j, *driver_java_options()) if p
         )
         write_properties(folder.path / "spark.properties", props)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
