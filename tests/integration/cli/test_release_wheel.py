@@ -4,14 +4,17 @@ in a fresh virtualenv (a plan-only install: no pyspark) runs kmirror. Needs PyPI
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.integration.cli.conftest import Release
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -28,12 +31,8 @@ def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def test_the_built_wheel_installs_and_runs_in_a_fresh_virtualenv(tmp_path: Path) -> None:
-    source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", ".kmirror", "*cache*", "build"))
-    _run(sys.executable, "-m", "build", "--outdir", tmp_path / "dist", source, cwd=tmp_path)
-    (wheel,) = (tmp_path / "dist").glob("kmirror-*.whl")
-    (sdist,) = (tmp_path / "dist").glob("kmirror-*.tar.gz")
+def test_the_built_wheel_installs_and_runs_in_a_fresh_virtualenv(tmp_path: Path, release: Release) -> None:
+    wheel, sdist = release.wheel, release.sdist
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()

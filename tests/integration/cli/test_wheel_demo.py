@@ -1,25 +1,39 @@
-"""Installed the way users install: the built wheel with its `spark` extra in a fresh virtualenv, no Maven, empty
-caches. `kmirror dev demo` fetches Kafka and the Spark connector from Maven Central itself (Apache Ivy, from
-pyspark's jars, checksums verified), once, saying so, then runs the demo end to end: plan, apply, replicate,
-the consumer group translated. Needs PyPI and Maven Central; slow (a Spark job starts)."""
+"""The README's demo, installed and run the way users do: the built wheel with its `spark` extra in a fresh
+virtualenv, no Maven, empty caches. `kmirror dev demo` fetches Kafka and the Spark connector from Maven Central
+itself (Apache Ivy, from pyspark's jars, checksums verified), once, saying so, then runs the demo end to end:
+plan, apply, replicate to lag 0, the consumer group translated; `kmirror status` shows the running flow and its
+metrics; `kmirror dev down` leaves nothing running. Needs PyPI and Maven Central; slow (a Spark job starts).
+
+One test for the whole user path (it was two: the demo from the repository's venv and the wheel's demo ran the
+same clusters and job twice, on the examples' ports, one after the other)."""
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
+from reconciler.devenv import dev_clusters
+from reconciler.mm2.wire import Checkpoint
 
-ROOT = Path(__file__).resolve().parents[3]
+if TYPE_CHECKING:
+    from tests.integration.cli.conftest import Release
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
-def test_the_wheel_runs_the_demo_with_no_maven_and_empty_caches(tmp_path: Path) -> None:
+def test_the_wheel_runs_the_demo_with_no_maven_and_empty_caches_and_down_leaves_nothing(
+    tmp_path: Path, release: Release
+) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KMIRROR_DEV_HOME")}
     env.update(
         KMIRROR_CACHE=str(tmp_path / "cache"),  # nothing fetched yet: a new machine
@@ -35,30 +49,71 @@ def test_the_wheel_runs_the_demo_with_no_maven_and_empty_caches(tmp_path: Path) 
         assert result.returncode == 0, f"{' '.join(map(str, args))}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         return result
 
-    source = tmp_path / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", ".kmirror", "*cache*", "build"))
-    run(sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path / "dist", source)
-    (wheel,) = (tmp_path / "dist").glob("kmirror-*.whl")
+    wheel = release.wheel
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv)
     started = time.monotonic()
     run(venv / "bin" / "pip", "install", "-q", f"{wheel}[spark]")
     installed = time.monotonic() - started
+    kmirror = venv / "bin" / "kmirror"
     user = tmp_path / "user"
     user.mkdir()
+    root = user / ".kmirror" / "dev"  # `kmirror dev`'s default root, in the directory it runs from
+    spec = root / "demo" / "kmirror.yaml"
     started = time.monotonic()
-    demo = run(venv / "bin" / "kmirror", "dev", "demo", cwd=user, timeout=1200)
-    took = time.monotonic() - started
     try:
+        demo = run(kmirror, "dev", "demo", cwd=user, timeout=1200)
+        took = time.monotonic() - started
         # Kafka 3.9, Kafka 4.x, the Spark connector: each once (the two Kafka fetches run at once, so their
         # progress lines may share a line)
         fetched = demo.stderr.count("from Maven Central with Apache Ivy")
         assert fetched == 3, demo.stderr[-2000:]
-        assert "cutover: ready" in demo.stdout, demo.stdout[-2000:]  # lag 0 and the group translated
+        assert "cutover: ready: lag 0, all 1 group(s) translated" in demo.stdout, demo.stdout[-2000:]
         jars = sorted(p.name for p in (tmp_path / "cache" / "jars").iterdir())
         assert any(j.startswith("spark-kafka-") for j in jars) and any(j.startswith("kafka-") for j in jars), jars
-        again = run(venv / "bin" / "kmirror", "status", "-f", ".kmirror/dev/demo/kmirror.yaml", cwd=user)
+
+        again = run(kmirror, "status", "-f", spec, "--format", "json", cwd=user)
         assert "Maven Central" not in again.stderr  # fetched once
+        [flow] = json.loads(again.stdout)["flows"]
+        assert flow["running"] and flow["lag_total"] == 0 and flow["ready"]
+        assert flow["records"] >= 40_000
+        assert flow["heartbeat_age_ms"] is not None and flow["heartbeat_age_ms"] < 60_000
+        with urllib.request.urlopen(flow["metrics_url"], timeout=10) as response:
+            assert "kmirror_record_count_total{" in response.read().decode()
+        # The job's checkpointer emits MM2 checkpoints for the half-way group on the target.
+        target = next(c for c in dev_clusters.status(root) if c.name == "target").bootstrap_servers
+        assert target is not None
+        checkpoints = _read_all(target, "source.checkpoints.internal", timeout=90, until=lambda cs: bool(cs))
+        assert {c.group for c in checkpoints} == {"demo-billing"}
+        assert {c.topic for c in checkpoints} == {"demo.orders"} and all(c.downstream_offset > 0 for c in checkpoints)
         print(f"wheel path: pip install {installed:.0f}s, kmirror dev demo (fetch + clusters + job) {took:.0f}s")
     finally:
-        subprocess.run([venv / "bin" / "kmirror", "dev", "down"], cwd=user, env=env, capture_output=True, timeout=300)
+        down = subprocess.run(
+            [kmirror, "dev", "down"], cwd=user, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+    assert down.returncode == 0, down.stderr
+    assert "stopped the replication job of flow source-to-target" in down.stdout
+    assert not any(s.running for s in dev_clusters.status(root))
+    leftovers = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout
+    assert leftovers.strip() == "", f"processes left behind: {leftovers}"
+
+
+def _read_all(
+    bootstrap: str, topic: str, timeout: float, until: Callable[[list[Checkpoint]], bool]
+) -> list[Checkpoint]:
+    """Every checkpoint record of `topic`, re-read until `until` holds or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    found: list[Checkpoint] = []
+    while time.monotonic() < deadline:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        found = [
+            Checkpoint.from_record(m.key() or b"", m.value() or b"")
+            for m in consumer.consume(10_000, timeout=3)
+            if m.error() is None
+        ]
+        consumer.close()
+        if until(found):
+            return found
+        time.sleep(2)
+    return found

@@ -45,6 +45,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 INTERVAL_S = 30
 INTERVAL = {"spark.kmirror.triggerInterval": f"{INTERVAL_S} seconds"}
 REALTIME = {"spark.kmirror.mode": "realtime", **INTERVAL}
+CLASS_LOG = "driver-classes.log"
+#: Classes the job's first batch loads from the job jars (`--jars`: kafka-clients, the connector), not pyspark's.
+KAFKA_CLASSES = (
+    "org.apache.kafka.clients.admin.KafkaAdminClient",
+    "org.apache.kafka.clients.consumer.KafkaConsumer",
+    "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +62,8 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     for suffix in ("warm", "records", "stream"):
         create_topic(source, f"{prefix}.{suffix}", 2)
     base = tmp_path_factory.mktemp("realtime")
+    # The user's own driver option (kept beside the archive's): where the JVM took each class from.
+    conf = {**INTERVAL, "spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={base / CLASS_LOG}"}
     state = desired_state(
         source,
         target,
@@ -63,7 +72,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
         target_alias=f"t{tag}",
         include=[prefix + r"\..*"],
         master=None,
-        conf=INTERVAL,
+        conf=conf,
     )
     runner = LocalRunner(base, state.spark, root=base, stop_timeout=INTERVAL_S + 60)
     f = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", prefix, source, target)
@@ -85,6 +94,18 @@ def test_the_driver_starts_from_the_class_archive_dev_fetch_records(flow: Flow) 
     assert archive is not None and job is not None and job.pid is not None
     maps = Path(f"/proc/{job.pid}/maps").read_text()
     assert str(archive) in maps, f"the driver JVM (pid {job.pid}) did not map {archive}"
+    # The Kafka connector's and client's classes too, although they come from `--jars`, not the classpath.
+    assert flow.runner.root is not None
+    log = flow.runner.root / CLASS_LOG
+
+    def from_archive() -> set[str]:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return {c for c in KAFKA_CLASSES if f" {c} source: shared objects file" in text}
+
+    deadline = time.monotonic() + 60  # the first batch's offsets and consumers: soon after the query started
+    while (found := from_archive()) != set(KAFKA_CLASSES) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert found == set(KAFKA_CLASSES), f"loaded from the archive: {sorted(found)} (see {log})"
 
 
 def test_records_land_within_the_checkpoint_interval_with_full_fidelity(flow: Flow) -> None:
