@@ -101,7 +101,7 @@ def fetch() -> None:
     click.echo(f"Spark Kafka connector: {connector[0].parent if connector else '(none needed)'}")
     from reconciler.artifacts import ensure_driver_archive
 
-    click.echo(f"Spark driver class archive (local jobs start about 3 s sooner): {ensure_driver_archive()}")
+    click.echo(f"Spark driver class archive (local jobs start 3-4 s sooner): {ensure_driver_archive()}")
 
 
 @dev.command()
