@@ -7,6 +7,7 @@ of starting local ones. Clusters start only when a test asks for them, so `pytes
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +110,43 @@ def _start(name: str, version: str, root: Path, options: BrokerOptions | None = 
     )  # fmt: skip
 
 
+#: `offsets.topic.num.partitions` of the local brokers (reconciler.devenv.kafka_local).
+_OFFSETS_PARTITIONS = 10
+
+
+def _offsets_partition(group: str) -> int:
+    """The `__consumer_offsets` partition of `group`: Java's `String.hashCode`, masked positive, modulo."""
+    h = 0
+    for ch in group:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % _OFFSETS_PARTITIONS
+
+
+def _group_coordinators_loaded(cluster: KafkaCluster, timeout: float = 60.0) -> None:
+    """Wait until every `__consumer_offsets` partition answers: a new cluster creates that topic on the first group
+    request and loads its partitions for a moment, during which a group's first synchronous commit fails with
+    NOT_COORDINATOR (a test's setup, not what it tests). One probe group per partition."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    probes: dict[int, str] = {}
+    i = 0
+    while len(probes) < _OFFSETS_PARTITIONS:
+        probes.setdefault(_offsets_partition(f"kmirror-test-probe-{i}"), f"kmirror-test-probe-{i}")
+        i += 1
+    deadline = time.monotonic() + timeout
+    for group in probes.values():
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    consumer.committed([TopicPartition("kmirror-test-probe", 0)], timeout=5)
+                    break
+                except KafkaException:
+                    time.sleep(0.2)
+        finally:
+            consumer.close()
+
+
 @contextmanager
 def _local_pair(root: Path, options: BrokerOptions | None = None) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
     """A Kafka 3.9 source and a 4.x target started side by side under `root`, stopped on exit."""
@@ -118,6 +156,7 @@ def _local_pair(root: Path, options: BrokerOptions | None = None) -> Iterator[tu
             pool.submit(_start, "target", KAFKA_TARGET_VERSION, root, options),
         ]
         clusters = [f.result() for f in futures]
+        list(pool.map(_group_coordinators_loaded, clusters))
     try:
         yield clusters[0], clusters[1]
     finally:
