@@ -110,16 +110,12 @@ def _start(name: str, version: str, root: Path, options: BrokerOptions | None = 
     )  # fmt: skip
 
 
-#: `offsets.topic.num.partitions` of the local brokers (reconciler.devenv.kafka_local).
-_OFFSETS_PARTITIONS = 10
-
-
 def _offsets_partition(group: str) -> int:
     """The `__consumer_offsets` partition of `group`: Java's `String.hashCode`, masked positive, modulo."""
     h = 0
     for ch in group:
         h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % _OFFSETS_PARTITIONS
+    return (h & 0x7FFFFFFF) % kafka_local.OFFSETS_TOPIC_PARTITIONS
 
 
 def _group_coordinators_loaded(cluster: KafkaCluster, timeout: float = 60.0) -> None:
@@ -130,7 +126,7 @@ def _group_coordinators_loaded(cluster: KafkaCluster, timeout: float = 60.0) -> 
 
     probes: dict[int, str] = {}
     i = 0
-    while len(probes) < _OFFSETS_PARTITIONS:
+    while len(probes) < kafka_local.OFFSETS_TOPIC_PARTITIONS:
         probes.setdefault(_offsets_partition(f"kmirror-test-probe-{i}"), f"kmirror-test-probe-{i}")
         i += 1
     deadline = time.monotonic() + timeout

@@ -4,7 +4,7 @@ Production code (the runners) and the local clusters (`reconciler.devenv`) both 
 """
 
 from reconciler.artifacts.class_archive import driver_java_options, ensure_driver_archive
-from reconciler.artifacts.interceptor_jar import interceptor_jar
+from reconciler.artifacts.interceptor_jar import interceptor_jar, job_jars
 from reconciler.artifacts.jars import (
     KAFKA_SOURCE_VERSION,
     KAFKA_TARGET_VERSION,
@@ -23,6 +23,7 @@ __all__ = [
     "driver_java_options",
     "ensure_driver_archive",
     "interceptor_jar",
+    "job_jars",
     "kafka_libs",
     "mm2_libs",
     "spark_kafka_jars",

@@ -26,8 +26,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.interceptor_jar import interceptor_jar
-from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root, spark_kafka_jars
+from reconciler.artifacts.interceptor_jar import job_jars
+from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root
 
 _TRAINING = "cds_training.py"
 #: Changes when the training loads other classes, so an archive recorded by an older one is recorded again.
@@ -41,12 +41,6 @@ def _java_home() -> Path | None:
         return Path(os.environ["JAVA_HOME"])
     java = shutil.which("java")
     return Path(os.path.realpath(java)).parent.parent if java else None
-
-
-def _job_jars() -> list[Path]:
-    """The jars a job adds to pyspark's (`--jars`: the Kafka connector, kafka-clients, the interceptor), fetched
-    or built if missing: the archive records their classes too."""
-    return [*spark_kafka_jars(), interceptor_jar()]
 
 
 def archive_path() -> Path | None:
@@ -97,7 +91,7 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent) as work:
             staging = Path(work) / "archive.jsa"
             (Path(work) / _TRAINING).write_bytes(script.read_bytes())
-            jars = [str(p) for p in _job_jars()]
+            jars = [str(p) for p in job_jars()]  # their classes too
             cmd = [
                 str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                 "--driver-java-options", f"-XX:ArchiveClassesAtExit={staging}", "--jars", ",".join(jars),

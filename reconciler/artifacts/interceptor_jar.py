@@ -23,6 +23,12 @@ from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jar
 _SOURCES = ("ReplicationInterceptor.java", "OffsetSyncRule.java", "ExactlyOnceWriter.java", "TransactionalLane.java")
 
 
+def job_jars() -> list[Path]:
+    """The jars a job needs besides pyspark's (`--jars`): the Kafka connector and kmirror's interceptor jar, fetched
+    or built if missing."""
+    return [*spark_kafka_jars(), interceptor_jar()]
+
+
 def interceptor_jar() -> Path:
     """The interceptor jar, compiled on first use (needs a JDK's `javac`)."""
     sources = {name: (resources.files("reconciler.replication") / "jvm" / name).read_bytes() for name in _SOURCES}

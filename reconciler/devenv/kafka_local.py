@@ -34,6 +34,8 @@ from reconciler.processes import alive
 
 LOOPBACK = "127.0.0.1"
 _RECORD = "cluster.json"
+#: `offsets.topic.num.partitions` of the local brokers: few, so that a new cluster loads its group coordinators fast.
+OFFSETS_TOPIC_PARTITIONS = 10
 #: The admin user of the SCRAM listener; also a super user when the authorizer is on.
 ADMIN_USER = "admin"
 
@@ -280,7 +282,7 @@ def _server_properties(
         "num.partitions": "1",
         "auto.create.topics.enable": "false",
         "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "10",
+        "offsets.topic.num.partitions": str(OFFSETS_TOPIC_PARTITIONS),
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
         "transaction.state.log.num.partitions": "4",

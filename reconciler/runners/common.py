@@ -77,13 +77,6 @@ def spark_submit() -> Path:
     return Path(pyspark.__file__).parent / "bin" / "spark-submit"
 
 
-def job_jars() -> list[Path]:
-    """The jars a job needs besides pyspark's: the Kafka connector and kmirror's producer interceptor."""
-    from reconciler.artifacts import interceptor_jar, spark_kafka_jars
-
-    return [*spark_kafka_jars(), interceptor_jar()]
-
-
 def spark_properties(spark: SparkSpec) -> dict[str, str]:
     """SPARK_DEFAULTS with `spark.conf` on top; settings holding references are left to the job (in memory)."""
     props = dict(SPARK_DEFAULTS)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.artifacts import driver_java_options
+from reconciler.artifacts import driver_java_options, job_jars
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
 from reconciler.jobcontract.spec import JobSpec, eos_flow_for
 from reconciler.jobcontract.status import read_report
@@ -53,7 +53,6 @@ from reconciler.runners.common import (
     checkpoint_missing,
     forget_job,
     job_info,
-    job_jars,
     log4j2_properties,
     now,
     read_json,

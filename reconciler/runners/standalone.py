@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.artifacts import job_jars
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
 from reconciler.jobcontract.spec import JobSpec, eos_flow_for
 from reconciler.jobcontract.status import read_report
@@ -53,7 +54,6 @@ from reconciler.runners.common import (
     folder_of,
     forget_job,
     job_info,
-    job_jars,
     log4j2_properties,
     now,
     read_json,
