@@ -125,8 +125,21 @@ DEFAULT_REALTIME_INTERVAL = "60 seconds"
 #: How soon new source topics and partitions are noticed (Spark lists them at every trigger; this bounds the
 #: client-side metadata cache of the consumers and admin it uses).
 METADATA_MAX_AGE_MS = "3000"
+#: The job's clients publish no JMX metrics (kmirror's own endpoint has the replication metrics): Kafka's
+#: JmxReporter re-registers a client's MBean under one JVM-wide lock for each metric it adds, and
+#: `AppInfoParser` registers every client under another. One consumer per source partition, all created in the
+#: first second of a real-time query, queued on those locks on 2 cores: with 265 partitions the tasks waited
+#: ~1,200 thread-seconds in all and the first records arrived seconds late (JFR, benchmarks/README.md). A flow that
+#: wants them back sets `auto.include.jmx.reporter: true` in `replication.consumer` / `replication.producer`.
+#: (Kafka 4 clients dropped that setting for `metric.reporters`, whose default there is JmxReporter; the job's
+#: clients are the Kafka connector's 3.9.)
+CLIENT_METRICS_DEFAULTS = {"auto.include.jmx.reporter": "false"}
 #: Consumer settings for throughput (each Spark task reads one partition); `replication.consumer` overrides them.
-SOURCE_CONSUMER_DEFAULTS = {"max.partition.fetch.bytes": "8388608", "fetch.max.bytes": "67108864"}
+SOURCE_CONSUMER_DEFAULTS = {
+    "max.partition.fetch.bytes": "8388608",
+    "fetch.max.bytes": "67108864",
+    **CLIENT_METRICS_DEFAULTS,
+}
 #: Real-time mode's tasks start on every checkpoint interval with a fetch; one that finds its partition empty
 #: for a moment waits up to fetch.max.wait.ms (Kafka's default 500 ms) before the records that arrive next are
 #: seen. 100 ms bounds that wait at a tenth of the fetches per idle partition that 10 ms (Spark's real-time
@@ -141,7 +154,7 @@ REALTIME_CONSUMER_DEFAULTS = {"fetch.max.wait.ms": "100"}
 MICROBATCH_CONSUMER_DEFAULTS = {"fetch.max.wait.ms": "10"}
 #: Producer settings for throughput; the flow's `replication.producer` overrides them. Idempotence and
 #: acks=all are not overridable.
-SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144"}
+SINK_PRODUCER_DEFAULTS = {"linger.ms": "10", "batch.size": "262144", **CLIENT_METRICS_DEFAULTS}
 SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all"}
 
 

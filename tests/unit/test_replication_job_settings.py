@@ -78,3 +78,13 @@ def test_tasks_fetch_without_the_500ms_wait_unless_the_flow_sets_it(mode: str, w
     own = load_text(FLOW.replace("CONSUMER", '{"fetch.max.wait.ms": "250"}')).state.flow("f")
     options = source_options(own, {}, dict(own.replication.consumer), mode)
     assert options["kafka.fetch.max.wait.ms"] == "250"  # the flow's consumer settings win in both modes
+
+
+def test_the_jobs_clients_register_no_jmx_metrics_unless_the_flow_asks_for_them() -> None:
+    jmx = "kafka.auto.include.jmx.reporter"
+    flow = load_text(FLOW.replace("CONSUMER", "{}")).state.flow("f")
+    assert source_options(flow, {}, {}, "realtime")[jmx] == "false"
+    assert sink_options({}, {}, {})[jmx] == "false"
+    own = load_text(FLOW.replace("CONSUMER", '{"auto.include.jmx.reporter": "true"}')).state.flow("f")
+    assert source_options(own, {}, dict(own.replication.consumer), "realtime")[jmx] == "true"
+    assert sink_options({}, {"auto.include.jmx.reporter": "true"}, {})[jmx] == "true"
