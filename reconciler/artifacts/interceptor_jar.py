@@ -1,5 +1,5 @@
 """Builds the replication job's JVM jar (`reconciler/replication/jvm/*.java`) with `javac`: the sink producer's
-interceptor and the exactly-once writer (a Spark `ForeachWriter`).
+interceptor, the exactly-once writer (a Spark `ForeachWriter`) and the local checkpoint file manager.
 
 The sources ship inside the `reconciler.replication` package (they are the job's record path); this module
 compiles them against the connector's kafka-clients jar and pyspark's own jars, once per source version, into
@@ -20,7 +20,13 @@ from pathlib import Path
 
 from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
 
-_SOURCES = ("ReplicationInterceptor.java", "OffsetSyncRule.java", "ExactlyOnceWriter.java", "TransactionalLane.java")
+_SOURCES = (
+    "ReplicationInterceptor.java",
+    "OffsetSyncRule.java",
+    "ExactlyOnceWriter.java",
+    "TransactionalLane.java",
+    "LocalCheckpointFileManager.java",
+)
 
 
 def job_jars() -> list[Path]:

@@ -159,6 +159,12 @@ def test_graceful_stop_waits_for_the_batch_and_redeploy_loses_nothing(flow: Flow
     # The stop reads the batch's end from the JVM at once, so only what the next batch sent in its first moments
     # (the records that waited at the boundary) comes twice: well under 5 s of the stream's 500 records/s.
     assert duplicates < 5 * 500, f"{duplicates} duplicates: the stop did not follow the batch's end closely"
+    # The checkpoint the redeploy resumed from was written by kmirror's file manager (java.nio), not Hadoop's
+    # local file system, which leaves a checksum file beside every file it writes.
+    assert flow.runner.root is not None
+    checkpoint = next(flow.runner.root.rglob("commits")).parent
+    assert any((checkpoint / "commits").iterdir()), checkpoint
+    assert not list(checkpoint.rglob("*.crc")), f"Hadoop's checksum files in {checkpoint}"
 
 
 def test_too_few_task_slots_is_refused_before_anything_is_created(
