@@ -122,8 +122,8 @@ DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 #: Real-time mode's checkpoint interval: offsets committed, metrics and status updated, new topics seen. Records
 #: are forwarded as they arrive whatever it is; at each boundary the tasks end, the driver commits and plans, and
 #: new tasks start (on 2 cores 0.2-0.5 s with tens of partitions, up to 2.5 s with 265, during which records wait),
-#: so fewer boundaries mean a lower p99. A
-#: minute is MM2's own offset commit interval (offset.flush.interval.ms); Spark's guide recommends minutes.
+#: so fewer boundaries mean a lower p99. A minute is MM2's own offset commit interval (offset.flush.interval.ms);
+#: Spark's guide recommends minutes.
 #: The cost: a crash re-sends up to one interval's records (none with `delivery: exactly_once`), a graceful stop
 #: waits for the running interval to end (nothing re-sent), and new source topics are read from the next one.
 DEFAULT_REALTIME_INTERVAL = "60 seconds"
