@@ -1,6 +1,7 @@
 package io.kmirror.replication;
 
 import java.io.File;
+import java.io.FileNotFoundException;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
@@ -70,9 +71,17 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
             if (e instanceof UnsupportedFileSystemException) {
                 return new FileSystemBasedCheckpointFileManager(path, conf); // as Spark's CheckpointFileManager.create
             }
-            throw e instanceof RuntimeException ? (RuntimeException) e : new java.io.UncheckedIOException(
-                    "cannot use the checkpoint at " + path, e instanceof IOException ? (IOException) e : new IOException(e));
+            throw sneaky(e);
         }
+    }
+
+    /**
+     * Throws `e` unchanged: Spark's interface (Scala) declares no exceptions, while its callers catch Hadoop's
+     * (FileNotFoundException, FileAlreadyExistsException) as Spark's own managers throw them.
+     */
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
+        throw (E) e;
     }
 
     private static File file(Path path) {
@@ -95,7 +104,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
             Files.createDirectories(target.getParent());
             return new AtomicFile(new FileOutputStream(temp.toFile()), temp, target, overwriteIfPossible);
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException("cannot create " + temp, e);
+            throw sneaky(e);
         }
     }
 
@@ -107,7 +116,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
         try {
             return raw.open(path);
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException("cannot open " + path, e);
+            throw sneaky(e);
         }
     }
 
@@ -137,9 +146,9 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
                 }
             }
         } catch (NoSuchFileException e) {
-            return new FileStatus[0];
+            throw sneaky(new FileNotFoundException("File " + path + " does not exist")); // as Hadoop's
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException("cannot list " + dir, e);
+            throw sneaky(e);
         }
         return found.toArray(new FileStatus[0]);
     }
@@ -153,7 +162,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
         try {
             Files.createDirectories(file(path).toPath());
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException("cannot create the directory " + path, e);
+            throw sneaky(e);
         }
     }
 
@@ -181,7 +190,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
                 Files.deleteIfExists(checksumOf(target));
             }
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException("cannot delete " + path, e);
+            throw sneaky(e);
         }
     }
 

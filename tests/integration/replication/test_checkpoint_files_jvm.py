@@ -107,3 +107,14 @@ def test_cancel_leaves_nothing_and_listings_hide_checksums(jvm: Any, tmp_path: P
     assert files.exists(jvm.org.apache.hadoop.fs.Path(str(commits / "0")))
     files.delete(jvm.org.apache.hadoop.fs.Path(str(commits)))
     assert not commits.exists()
+
+
+def test_missing_files_fail_as_with_sparks_own_managers(jvm: Any, tmp_path: Path) -> None:
+    """Spark reads Hadoop's FileNotFoundException (e.g. a batch's metadata file gone) into its own error."""
+    files = manager(jvm, tmp_path)
+    for call in (files.open, files.list):
+        with pytest.raises(Py4JJavaError) as missing:
+            call(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "gone")))
+        assert missing.value.java_exception.getClass().getName() == "java.io.FileNotFoundException"
+    assert not files.exists(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "gone")))
+    files.delete(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "gone")))  # nothing to delete is no error
