@@ -331,6 +331,7 @@ class ReplicationJob:
         partitions = self.topics.replicated_partitions()
         self.placement = self._place(partitions)
         spark = self._spark = self._spark_session(partitions)
+        self._warm_clients(spark)
         self._check_mode(spark)  # before anything is created on the clusters
         self.topics.refresh()
         self.source_admin = source_admin
@@ -696,6 +697,17 @@ class ReplicationJob:
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         return spark
+
+    def _warm_clients(self, spark: Any) -> None:
+        """The JVM's Kafka clients initialised on a daemon thread while the query is analysed (`ClientWarmup`):
+        the first batch's offsets and the tasks' clients come sooner. Best effort: the job's own clients report
+        any problem."""
+        try:
+            jvm = spark.sparkContext._jvm
+            warmup = jvm.io.kmirror.replication.ClientWarmup
+            warmup.start(self._java(self.flow.source), self._java(self.flow.target))
+        except Exception as exc:  # e.g. an interceptor jar without the class: start as before
+            log.debug("client warm-up not started: %s", type(exc).__name__)
 
     def _listen(self, spark: Any) -> None:
         """Every batch's progress event, from Spark's listener bus, to `_on_progress`."""
