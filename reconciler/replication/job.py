@@ -132,12 +132,11 @@ DEFAULT_REALTIME_INTERVAL = "60 seconds"
 METADATA_MAX_AGE_MS = "3000"
 #: The job's clients publish no JMX metrics (kmirror's own endpoint has the replication metrics): Kafka's
 #: JmxReporter re-registers a client's MBean under one JVM-wide lock for each metric it adds, and
-#: `AppInfoParser` registers every client under another. One consumer per source partition, all created in the
-#: first second of a real-time query, queued on those locks on 2 cores: with 265 partitions the tasks waited
-#: ~1,200 thread-seconds in all and the first records arrived seconds late (JFR, benchmarks/README.md). A flow that
-#: wants them back sets `auto.include.jmx.reporter: true` in `replication.consumer` / `replication.producer`.
-#: (Kafka 4 clients dropped that setting for `metric.reporters`, whose default there is JmxReporter; the job's
-#: clients are the Kafka connector's 3.9.)
+#: `AppInfoParser` registers every client under another. A real-time query creates one consumer per source
+#: partition at once; with 265 partitions on 2 cores its tasks waited about 1,300 thread-seconds on those locks
+#: (JFR, benchmarks/README.md). A flow that wants them back sets `auto.include.jmx.reporter: true` in
+#: `replication.consumer` / `replication.producer`. (Kafka 4 clients dropped that setting for `metric.reporters`,
+#: whose default there is JmxReporter; the job's clients are the Kafka connector's 3.9.)
 CLIENT_METRICS_DEFAULTS = {"auto.include.jmx.reporter": "false"}
 #: Consumer settings for throughput (each Spark task reads one partition); `replication.consumer` overrides them.
 SOURCE_CONSUMER_DEFAULTS = {

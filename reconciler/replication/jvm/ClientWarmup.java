@@ -26,17 +26,21 @@ public final class ClientWarmup {
 
     /** Starts the warm-up; `source` and `target` are the clusters' Java client properties (they hold secrets). */
     public static void start(Map<String, String> source, Map<String, String> target) {
-        Map<String, Object> admin = new HashMap<>(source);
-        Map<String, Object> consumer = new HashMap<>(source);
-        Map<String, Object> producer = new HashMap<>(target);
-        Thread thread = new Thread(() -> warm(admin, consumer, producer), "kmirror-client-warmup");
+        Thread thread = new Thread(() -> warm(source, target), "kmirror-client-warmup");
         thread.setDaemon(true);
         thread.start();
     }
 
-    private static void warm(Map<String, Object> admin, Map<String, Object> consumer, Map<String, Object> producer) {
-        admin.put("auto.include.jmx.reporter", "false");
-        admin.put("client.id", "kmirror-warmup");
+    /** A cluster's client properties for a warm-up client: no JMX, as the job's own, and a name of its own. */
+    private static Map<String, Object> props(Map<String, String> cluster) {
+        Map<String, Object> props = new HashMap<>(cluster);
+        props.put("auto.include.jmx.reporter", "false");
+        props.put("client.id", "kmirror-warmup");
+        return props;
+    }
+
+    private static void warm(Map<String, String> source, Map<String, String> target) {
+        Map<String, Object> admin = props(source);
         admin.put("default.api.timeout.ms", Long.toString(TIMEOUT_MS));
         admin.put("request.timeout.ms", Long.toString(TIMEOUT_MS));
         try (Admin client = Admin.create(admin)) {
@@ -44,8 +48,7 @@ public final class ClientWarmup {
         } catch (Exception | LinkageError ignored) {
             // the source's own admin client will say what is wrong
         }
-        consumer.put("auto.include.jmx.reporter", "false");
-        consumer.put("client.id", "kmirror-warmup");
+        Map<String, Object> consumer = props(source);
         consumer.put("enable.auto.commit", "false");
         try (KafkaConsumer<byte[], byte[]> client =
                 new KafkaConsumer<>(consumer, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
@@ -53,8 +56,7 @@ public final class ClientWarmup {
         } catch (Exception | LinkageError ignored) {
             // as above
         }
-        producer.put("auto.include.jmx.reporter", "false");
-        producer.put("client.id", "kmirror-warmup");
+        Map<String, Object> producer = props(target);
         producer.put("enable.idempotence", "false"); // an idempotent one would ask the target for a producer id
         producer.put("acks", "1");
         try (KafkaProducer<byte[], byte[]> client =

@@ -1,6 +1,5 @@
 package io.kmirror.replication;
 
-import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -84,8 +83,8 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
         throw (E) e;
     }
 
-    private static File file(Path path) {
-        return new File(path.toUri().getPath());
+    private static java.nio.file.Path local(Path path) {
+        return java.nio.file.Paths.get(path.toUri().getPath());
     }
 
     /** Hadoop's checksum file of `target`, which a checksummed reader would check the file against. */
@@ -98,7 +97,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
         if (other != null) {
             return other.createAtomic(path, overwriteIfPossible);
         }
-        java.nio.file.Path target = file(path).toPath();
+        java.nio.file.Path target = local(path);
         java.nio.file.Path temp = target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
         try {
             Files.createDirectories(target.getParent());
@@ -125,7 +124,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
         if (other != null) {
             return other.list(path, filter);
         }
-        java.nio.file.Path dir = file(path).toPath();
+        java.nio.file.Path dir = local(path);
         List<FileStatus> found = new ArrayList<>();
         try (DirectoryStream<java.nio.file.Path> entries = Files.newDirectoryStream(dir)) {
             for (java.nio.file.Path entry : entries) {
@@ -160,7 +159,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
             return;
         }
         try {
-            Files.createDirectories(file(path).toPath());
+            Files.createDirectories(local(path));
         } catch (IOException e) {
             throw sneaky(e);
         }
@@ -168,7 +167,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
 
     @Override
     public boolean exists(Path path) {
-        return other != null ? other.exists(path) : file(path).exists();
+        return other != null ? other.exists(path) : Files.exists(local(path));
     }
 
     @Override
@@ -177,7 +176,7 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
             other.delete(path);
             return;
         }
-        java.nio.file.Path target = file(path).toPath();
+        java.nio.file.Path target = local(path);
         try {
             if (Files.isDirectory(target, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
                 try (Stream<java.nio.file.Path> walk = Files.walk(target)) {
