@@ -28,6 +28,8 @@ _SOURCES = (
     "TransactionalLane.java",
     "LocalCheckpointFileManager.java",
     "ClientWarmup.java",
+    "GroupedKafkaSource.java",
+    "GroupedKafkaReader.java",
 )
 
 
@@ -52,7 +54,8 @@ def interceptor_jar() -> Path:
         )
     import pyspark
 
-    clients = [p for p in spark_kafka_jars() if p.name.startswith("kafka-clients-")]
+    # kafka-clients, and Spark's Kafka source (GroupedKafkaSource wraps it)
+    clients = [p for p in spark_kafka_jars() if p.name.startswith(("kafka-clients-", "spark-sql-kafka-"))]
     clients.append(Path(pyspark.__file__).parent / "jars" / "*")  # ForeachWriter, Row, scala-library
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:

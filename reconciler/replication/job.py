@@ -95,7 +95,13 @@ from reconciler.spec.client_config import java_client_properties, kafka_client_c
 from reconciler.spec.defaults import JOB_MODES
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
-from reconciler.spec.placement import Placement, choose_placement, realtime_client_sizing
+from reconciler.spec.placement import (
+    REALTIME_MAX_PARTITIONS,
+    Placement,
+    choose_placement,
+    realtime_client_sizing,
+    requested_mode,
+)
 from reconciler.spec.redaction import ScrubbingStream, scrub, scrubbing_log_filter
 from reconciler.spec.redaction import learn as learn_secrets
 from reconciler.spec.secrets import SecretRef
@@ -114,6 +120,9 @@ METRICS_PORT = "spark.kmirror.metricsPort"
 METRICS_ADDRESS = "spark.kmirror.metricsAddress"
 MODE = "spark.kmirror.mode"
 MODES = JOB_MODES
+#: Real-time mode's source (`jvm/GroupedKafkaSource.java`): Spark's Kafka source with the partitions dealt to at
+#: most `Placement.tasks` tasks (`spark.kmirror.realtimeTasks`), each reading its partitions with one consumer.
+GROUPED_SOURCE = "io.kmirror.replication.GroupedKafkaSource"
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
 #: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.
@@ -233,17 +242,6 @@ def job_mode(value: str) -> str:
     if mode not in MODES:
         raise JobSettingError(f"{MODE} is {value!r}; it must be one of {', '.join(MODES)}")
     return mode
-
-
-def realtime_slots_error(partitions: int, slots: int, master: str) -> str | None:
-    """Why real-time mode cannot run `partitions` long-running tasks on `slots` task slots, or None."""
-    if slots >= partitions:
-        return None
-    return (
-        f"{MODE}=realtime runs one long-running task per source partition: the flow replicates {partitions} "
-        f"partitions but spark.master {master} has {slots} task slots; give it at least {partitions} (e.g. "
-        f"spark.master local[{partitions}]), or use {MODE}=microbatch"
-    )
 
 
 class StopRequested(Exception):
@@ -518,10 +516,8 @@ class ReplicationJob:
         partitions = self.topics.replicated_partitions()
         slots = self._task_slots(sc, partitions)
         placement = self._place(partitions, slots)
-        if placement.mode == "realtime":
-            problem = realtime_slots_error(partitions, slots, sc.master)
-            if problem is not None:
-                raise JobSettingError(problem)
+        if placement.mode == "realtime" and slots < 1:
+            raise JobSettingError(f"{MODE}=realtime needs a task slot; spark.master {sc.master} has none")
         self.mode, self.slots, self.placement = placement.mode, slots, placement
         self.status.update(
             mode=self.mode, mode_reason=placement.reason, task_slots=slots, delivery=self.flow.replication.delivery
@@ -537,14 +533,15 @@ class ReplicationJob:
         return int(sc.defaultParallelism)
 
     def _outgrown(self) -> bool:
-        """Real-time mode with more source partitions now than task slots: the extra partitions' tasks would
-        never be scheduled, so the job goes on in micro-batch mode (the plan and status say so)."""
+        """Real-time mode chosen by kmirror, with more source partitions now than it takes
+        (`REALTIME_MAX_PARTITIONS`: their fetches and producer batches would outgrow the heap's budgets): the job
+        goes on in micro-batch mode (the plan and status say so). Partitions below that join the running tasks."""
         seen = self.topics.partitions_seen
-        if self.mode != "realtime" or seen is None or self.slots is None or seen <= self.slots:
+        if self.mode != "realtime" or seen is None or seen <= REALTIME_MAX_PARTITIONS:
             return False
-        self._fallback = (
-            f"{seen} source partitions now but {self.slots} task slots: real-time mode needs one per partition"
-        )
+        if requested_mode(dict(self.spec.spark.conf)) == "realtime":
+            return False
+        self._fallback = f"{seen} source partitions now: more than the {REALTIME_MAX_PARTITIONS} real-time mode takes"
         return True
 
     def _interval(self) -> str:
@@ -745,7 +742,11 @@ class ReplicationJob:
                 conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER))
             )
         self._sink = sink_options(self._java(flow.target), producer, self._interceptor)
-        stream = spark.readStream.format("kafka").options(**source).load()
+        source_format = "kafka"
+        if self.mode == "realtime":
+            tasks = self.placement.tasks if self.placement is not None else None
+            source_format, source["kmirror.tasks"] = GROUPED_SOURCE, str(tasks or 0)
+        stream = spark.readStream.format(source_format).options(**source).load()
         if not self._acknowledged_metrics():  # else the interceptors count: no aggregate per record needed
             stream = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
         if flow.replication.delivery == "exactly_once":

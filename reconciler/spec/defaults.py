@@ -43,3 +43,9 @@ JOB_MODES = ("microbatch", "realtime")
 
 REALTIME_MIN_INTERVAL_SECONDS = 5.0
 """Spark's `spark.sql.streaming.realTimeMode.minBatchDuration` default: real-time mode's shortest interval."""
+
+#: The Spark setting with the most tasks a real-time job reads its source partitions with (each task reads a
+#: share of them with one consumer), and its default: on 2 cores 4 tasks copied 240 partitions at MM2's rate and
+#: CPU with a p99 of 22 ms, where a task per partition made 0.39x at 2.4x the CPU and 2.1 s (benchmarks/README.md).
+REALTIME_TASKS_SETTING = "spark.kmirror.realtimeTasks"
+DEFAULT_REALTIME_TASKS = 4

@@ -139,13 +139,19 @@ class SparkSpec(SpecModel):
         if mode_name is not None and mode_name not in defaults.JOB_MODES:
             raise ValueError(
                 f"conf spark.kmirror.mode is {mode!r}; use one of {', '.join(defaults.JOB_MODES)} "
-                "(realtime needs a task slot per replicated partition)"
+                "(realtime needs a task slot per real-time task)"
             )
         transactions = self.conf.get("spark.kmirror.transactionIntervalMs")
         if transactions is not None and not (str(transactions).strip().isdigit() and int(str(transactions)) > 0):
             raise ValueError(
                 f"conf spark.kmirror.transactionIntervalMs is {transactions!r}; it must be a number of milliseconds "
                 "above 0 (how old an exactly-once flow's transaction gets before it is committed), e.g. '200'"
+            )
+        tasks = self.conf.get(defaults.REALTIME_TASKS_SETTING)
+        if tasks is not None and not (str(tasks).strip().isdigit() and int(str(tasks)) > 0):
+            raise ValueError(
+                f"conf {defaults.REALTIME_TASKS_SETTING} is {tasks!r}; it must be a whole number above 0 (how many "
+                "real-time tasks read the source partitions, each with one consumer), e.g. '8'"
             )
         interval = self.conf.get("spark.kmirror.triggerInterval")
         if (

@@ -1,24 +1,24 @@
 """Which Spark execution mode a flow's job runs in, and how many task slots it asks for.
 
-Real-time mode (Spark 4.1) is the fast path: one long-running task per source partition forwards each record
-as it arrives (p50 ~20 ms), at less CPU per record than micro-batches. It needs a task slot per replicated
-source partition for as long as the job runs, so a user who writes no Spark settings gets:
+Real-time mode (Spark 4.1) is the fast path: long-running tasks forward each record as it arrives (p50 ~20 ms),
+at about MM2's CPU per record. The source partitions are dealt to at most `spark.kmirror.realtimeTasks` tasks
+(default 4), each reading its share with one consumer (`jvm/GroupedKafkaSource.java`); a task needs a task slot
+for as long as the job runs, so a user who writes no Spark settings gets:
 
-- `deploy: local` with no `spark.master`: the job sizes its own master, `local[N]` with N = twice the
-  partitions (at least 4): idle slots cost nothing in local mode, and partitions added later fit;
-- `deploy: standalone` with no `spark.cores.max` in `spark.conf`: the job asks the master for one core per
-  partition (cores are real there), and the plan says how many;
-- more partitions than real-time mode takes by default (`REALTIME_MAX_PARTITIONS`: 512 in local mode, where a
-  slot is a thread, 64 on a standalone cluster, where it is a core), or fewer slots than partitions (an explicit
-  `local[2]`, a `spark.cores.max`): micro-batch mode, which runs any number of partitions on any number of
-  slots; the plan and `kmirror status` say why.
-
+- `deploy: local` with no `spark.master`: the job sizes its own master, `local[N]` with N = twice the tasks (at
+  least 4): idle slots cost nothing in local mode;
+- `deploy: standalone` with no `spark.cores.max` in `spark.conf`: the job asks the master for one core per task,
+  and the plan says how many;
+- fewer slots than tasks (an explicit `local[2]`, a `spark.cores.max`, a cluster that grants fewer cores):
+  micro-batch mode, which runs any number of partitions on any number of slots (with `spark.kmirror.mode:
+  realtime`, as many tasks as there are slots);
+- more than `REALTIME_MAX_PARTITIONS` replicated partitions: micro-batch mode, which sizes nothing by partition
+  count; the plan and `kmirror status` say why;
 - a `spark.kmirror.triggerInterval` under 5 s (a micro-batch trigger; real-time mode's interval is a
   checkpoint interval of 5 s or more): micro-batch mode.
 
-`spark.kmirror.mode: realtime | microbatch` overrides the choice (real-time with too few slots is refused).
-The job applies the same rules when it starts, from the partitions it reads then, and falls back to micro-batch
-while it runs if partitions grow past its slots (a redeploy sizes it again).
+Partitions added while a job runs join its tasks. `spark.kmirror.mode: realtime | microbatch` overrides the
+choice.
 
 Pure: values in, values out.
 """
@@ -28,18 +28,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from reconciler.spec.defaults import REALTIME_MIN_INTERVAL_SECONDS
+from reconciler.spec.defaults import DEFAULT_REALTIME_TASKS, REALTIME_MIN_INTERVAL_SECONDS, REALTIME_TASKS_SETTING
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 
 MODE_SETTING = "spark.kmirror.mode"
 INTERVAL_SETTING = "spark.kmirror.triggerInterval"
 CORES_SETTING = "spark.cores.max"
-#: Above this many replicated partitions the automatic choice is micro-batch: a long-running task per partition
-#: stops paying off against micro-batches that share the slots. In local mode a slot is a thread waiting on its
-#: consumer: 265 partitions in real-time mode on 2 cores copied 64,027 records/s at p50 14 ms where micro-batches
-#: made 36,392 at 711 ms (benchmarks/README.md); its client buffers are sized by partition count
-#: (`realtime_client_sizing`). On a standalone cluster a slot is a core the master hands out.
-REALTIME_MAX_PARTITIONS = {"local": 512, "standalone": 64}
+#: Above this many replicated partitions the automatic choice is micro-batch: real-time mode keeps a fetch and an
+#: open producer batch per partition in the driver's heap, and past this count they no longer fit the budgets
+#: below even at their smallest sizes (`realtime_client_sizing`).
+REALTIME_MAX_PARTITIONS = 512
 #: Local slots never go below this (the job's own threads, a source partition or two added later).
 MIN_LOCAL_SLOTS = 4
 _LOCAL = re.compile(r"^local\[(\d+)(?:,\s*\d+)?\]$")
@@ -54,9 +52,10 @@ class Placement:
     reason: str  # one clause for a plan row or the status: why this mode
     master: str | None = None  # the `spark.master` the job sets itself (deploy local, none in the file)
     cores_max: int | None = None  # the `spark.cores.max` the job asks a standalone master for
+    tasks: int | None = None  # real-time mode: the most tasks the source partitions are dealt to
 
     def describe(self) -> str:
-        """`real-time mode, 13 source partitions on local[26]`: for plan rows and logs."""
+        """`real-time mode (13 source partitions in 4 tasks; local[8])`: for plan rows and logs."""
         where = self.master or (f"spark.cores.max {self.cores_max}" if self.cores_max else None)
         mode = "real-time mode" if self.mode == "realtime" else "micro-batch mode"
         return f"{mode} ({self.reason}{'; ' + where if where else ''})"
@@ -68,6 +67,12 @@ def local_slots(master: str) -> int | None:
         return 1
     match = _LOCAL.match(master.strip())
     return int(match.group(1)) if match else None
+
+
+def realtime_task_limit(conf: dict[str, object]) -> int:
+    """`spark.kmirror.realtimeTasks` (validated when the file is loaded), or its default."""
+    value = conf.get(REALTIME_TASKS_SETTING)
+    return DEFAULT_REALTIME_TASKS if value is None else max(1, int(str(value).strip()))
 
 
 def requested_mode(conf: dict[str, object]) -> str | None:
@@ -96,16 +101,17 @@ def choose_placement(
         )
         return Placement("microbatch", slots_now, reason)
     size = f"{partitions} source partition{'s' if partitions != 1 else ''}"
-    most = REALTIME_MAX_PARTITIONS.get(deploy, min(REALTIME_MAX_PARTITIONS.values()))
-    if wanted is None and partitions > most:
-        reason = f"{size}: more than the {most} real-time mode takes by default"
+    if wanted is None and partitions > REALTIME_MAX_PARTITIONS:
+        reason = f"{size}: more than the {REALTIME_MAX_PARTITIONS} real-time mode takes by default"
         return Placement(
             "microbatch", slots_now, reason, master="local[*]" if deploy == "local" and master is None else None
         )
+    limit = realtime_task_limit(conf)
+    tasks = max(1, min(partitions, limit))
     master_set = cores_max = None
     if deploy == "local":
         if master is None:
-            slots = max(MIN_LOCAL_SLOTS, 2 * partitions)
+            slots = max(MIN_LOCAL_SLOTS, 2 * tasks)
             master_set = f"local[{slots}]"
         else:
             slots = local_slots(master) or 0
@@ -114,13 +120,18 @@ def choose_placement(
         if cores is not None and str(cores).strip().isdigit():
             slots = int(str(cores).strip())
         else:
-            slots = cores_max = max(1, partitions)
+            slots = cores_max = tasks
     if slots_now is not None:
         slots = slots_now
-    if wanted is None and slots < partitions:
-        reason = f"{size} but {slots} task slot{'s' if slots != 1 else ''}: real-time mode needs one per partition"
+    if wanted is None and slots < tasks:
+        reason = f"{size} but {slots} task slot{'s' if slots != 1 else ''}: real-time mode needs {tasks} (one per task)"
         return Placement("microbatch", slots, reason, master=master_set)
-    return Placement("realtime", slots, size, master=master_set, cores_max=cores_max)
+    tasks = max(1, min(tasks, slots)) if slots >= 1 else tasks  # `spark.kmirror.mode: realtime` on fewer slots
+    described = f"{size} in {tasks} task{'s' if tasks != 1 else ''}" if tasks < partitions else size
+    # the source deals partitions added later to the same tasks: at most `limit`, and never more than the slots
+    return Placement(
+        "realtime", slots, described, master=master_set, cores_max=cores_max, tasks=min(limit, slots or limit)
+    )
 
 
 #: Real-time mode keeps a consumer and an open producer batch per partition for as long as the job runs, in one

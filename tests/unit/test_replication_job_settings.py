@@ -7,7 +7,6 @@ import pytest
 from reconciler.replication.job import (
     JobSettingError,
     job_mode,
-    realtime_slots_error,
     sink_options,
     source_options,
 )
@@ -25,14 +24,6 @@ def test_mode_is_read_case_and_space_insensitively(text: str, mode: str) -> None
 def test_an_unknown_mode_names_the_setting_and_the_choices() -> None:
     with pytest.raises(JobSettingError, match=r"spark\.kmirror\.mode is 'continuous'.*microbatch, realtime"):
         job_mode("continuous")
-
-
-def test_realtime_needs_a_slot_per_partition() -> None:
-    assert realtime_slots_error(8, 8, "local[8]") is None
-    assert realtime_slots_error(3, 8, "local[8]") is None
-    problem = realtime_slots_error(13, 2, "local[2]")
-    assert problem is not None
-    assert "13 partitions" in problem and "local[2] has 2 task slots" in problem and "local[13]" in problem
 
 
 @pytest.mark.parametrize(

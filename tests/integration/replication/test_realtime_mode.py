@@ -1,14 +1,15 @@
 """The replication job in real-time mode (Spark 4.1), the default, run for real by LocalRunner.
 
-One job serves the module, from a file with no Spark settings but a 30 s checkpoint interval: the job sizes its
-own master (two task slots per source partition) and chooses real-time mode. Records must land on the target
+One job serves the module, from a file with no Spark settings but a 30 s checkpoint interval: the job chooses
+real-time mode, deals its seven source partitions to four tasks (each reads its share with one consumer,
+`jvm/GroupedKafkaSource.java`) and sizes its own master (two task slots per task). Records must land on the target
 well within the interval (in micro-batch mode with that trigger they would wait for the next batch), with the same
 fidelity as micro-batch mode (keys, values, headers, timestamps, order) and MM2 offset-syncs from the
 interceptor. A graceful stop waits for the running batch to commit; nothing is lost across stop and redeploy,
 and the duplicates (records the next batch had sent before the stop reached it) are counted and printed. Source
-partitions outgrowing the slots move the running job to micro-batch mode, losing nothing. Real-time mode asked
-for on a master with fewer task slots than source partitions is refused with a clear message before anything
-is created on the target.
+partitions added while the job runs join its tasks: it stays in real-time mode and loses nothing. Real-time mode
+asked for on a master with fewer task slots than partitions runs a task per slot, losing nothing across a
+redeploy.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from reconciler.artifacts.class_archive import archive_path, ensure_driver_archive
-from reconciler.errors import KmirrorError
 from reconciler.jobcontract.status import read_report
 from reconciler.runners import LocalRunner
 from tests.conftest import KafkaCluster
@@ -79,8 +79,10 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     ensure_driver_archive()  # what `kmirror dev fetch` (make setup) records; at once when it did
     f.deploy()
     report = read_report(runner.folder(f.name).status)
-    # Three topics of two partitions and the heartbeats topic (always replicated): seven tasks, fourteen slots.
-    assert (report.get("mode"), report.get("task_slots")) == ("realtime", 14), report
+    # Three topics of two partitions and the heartbeats topic (always replicated): seven partitions in four tasks,
+    # eight slots.
+    assert (report.get("mode"), report.get("task_slots")) == ("realtime", 8), report
+    assert "7 source partitions in 4 tasks" in str(report.get("mode_reason")), report
     try:
         yield f
     finally:
@@ -167,7 +169,7 @@ def test_graceful_stop_waits_for_the_batch_and_redeploy_loses_nothing(flow: Flow
     assert not list(checkpoint.rglob("*.crc")), f"Hadoop's checksum files in {checkpoint}"
 
 
-def test_too_few_task_slots_is_refused_before_anything_is_created(
+def test_real_time_on_fewer_slots_than_partitions_reads_them_in_groups_losing_nothing(
     source: KafkaCluster, target: KafkaCluster, tmp_path: Path
 ) -> None:
     tag = uuid.uuid4().hex[:6]
@@ -183,30 +185,35 @@ def test_too_few_task_slots_is_refused_before_anything_is_created(
         master="local[2]",
         conf=REALTIME,
     )
-    runner = LocalRunner(tmp_path, state.spark, root=tmp_path, start_timeout=120)
+    runner = LocalRunner(tmp_path, state.spark, root=tmp_path, start_timeout=120, stop_timeout=INTERVAL_S + 60)
+    flow = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", f"rs{tag}", source, target)
     try:
-        with pytest.raises(KmirrorError) as failed:
-            runner.deploy("repl", state.flow_effective_spec("repl"), state.flow_digest("repl"))
-        assert "task slots" in str(failed.value) and "local[2]" in str(failed.value), str(failed.value)
-        remote = state.flow("repl").remote_topic(topic)
-        assert remote not in AdminClient(target.config()).list_topics(timeout=10).topics
+        flow.deploy()
+        report = read_report(runner.folder(flow.name).status)
+        # Four partitions and the heartbeats topic's one on two slots: two tasks of two or three partitions.
+        assert (report.get("mode"), report.get("task_slots")) == ("realtime", 2), report
+        assert "5 source partitions in 2 tasks" in str(report.get("mode_reason")), report
+        with SequenceProducer(source, topic, 4) as seq:
+            time.sleep(8)
+            runner.stop(flow.name)  # the groups' end offsets make the checkpoint the redeploy resumes from
+            flow.deploy()
+            time.sleep(5)
+        total, duplicates = seq.check(target, flow.remote(topic))
+        print(f"real-time, 4 partitions in 2 tasks, stop + redeploy: {total} records, none lost, {duplicates} dups")
+        assert duplicates < 5 * 500, f"{duplicates} duplicates: the redeploy did not resume from the groups' ends"
     finally:
         stop_or_kill(runner, "repl")
 
 
-def test_partitions_outgrowing_the_slots_move_the_job_to_micro_batches_losing_nothing(flow: Flow) -> None:
-    # Last in the module: the job stays in micro-batch mode afterwards. 7 + 8 partitions > 14 slots.
+def test_partitions_added_while_the_job_runs_join_its_tasks_in_real_time(flow: Flow) -> None:
+    # 7 + 8 partitions on the module's 8 slots: the four tasks read them all, with no redeploy.
     topic = flow.topic("wide")
     create_topic(flow.source, topic, 8)
     with SequenceProducer(flow.source, topic, 8) as seq:
-
-        def fell_back() -> bool:
-            report = read_report(flow.runner.folder(flow.name).status)
-            return report.get("mode") == "microbatch" and bool(report.get("mode_fallback"))
-
-        wait_for("the job to leave real-time mode", fell_back, timeout=INTERVAL_S + 90)
-        time.sleep(3)  # records produced while the micro-batch query runs
+        # The new partitions are planned at the next checkpoint boundary; their records land soon after it.
+        wait_replicated(flow, topic, dict.fromkeys(range(8), 1), timeout=INTERVAL_S + 60)
+        time.sleep(3)
     total, duplicates = seq.check(flow.target, flow.remote(topic))
     report = read_report(flow.runner.folder(flow.name).status)
-    print(f"fallback to micro-batch: {report.get('mode_reason')}; {total} records, none lost, {duplicates} dups")
-    assert "15 source partitions now but 14 task slots" in str(report.get("mode_reason"))
+    print(f"8 partitions added to a running real-time job: {total} records, none lost, {duplicates} dups")
+    assert report.get("mode") == "realtime" and not report.get("mode_fallback"), report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.errors import KmirrorError
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
 from reconciler.plan.inputs import JobInfo, JobStatus, RecordedState
 from reconciler.plan.jobs import plan_jobs
@@ -19,40 +20,55 @@ from reconciler.spec.placement import (
 pytestmark = pytest.mark.unit
 
 
-def test_no_spark_settings_give_real_time_mode_on_a_master_sized_for_the_partitions() -> None:
+def test_no_spark_settings_give_real_time_mode_with_the_partitions_dealt_to_four_tasks() -> None:
     placement = choose_placement(deploy="local", master=None, conf={}, partitions=13)
-    assert (placement.mode, placement.slots, placement.master) == ("realtime", 26, "local[26]")
-    assert placement.describe() == "real-time mode (13 source partitions; local[26])"
+    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 4, 8, "local[8]")
+    assert placement.describe() == "real-time mode (13 source partitions in 4 tasks; local[8])"
+
+
+def test_a_few_partitions_get_a_task_each_and_room_for_partitions_added_later() -> None:
+    placement = choose_placement(deploy="local", master=None, conf={}, partitions=3)
+    assert (placement.mode, placement.tasks, placement.slots) == ("realtime", 4, 6)
+    assert placement.describe() == "real-time mode (3 source partitions; local[6])"
+
+
+def test_the_task_setting_sets_how_many_tasks_read_the_partitions() -> None:
+    conf: dict[str, object] = {"spark.kmirror.realtimeTasks": "16"}
+    placement = choose_placement(deploy="local", master=None, conf=conf, partitions=240)
+    assert (placement.mode, placement.tasks, placement.master) == ("realtime", 16, "local[32]")
+    standalone = choose_placement(deploy="standalone", master="spark://m:7077", conf=conf, partitions=240)
+    assert (standalone.mode, standalone.tasks, standalone.cores_max) == ("realtime", 16, 16)
 
 
 def test_a_small_flow_still_gets_a_few_local_slots() -> None:
     assert choose_placement(deploy="local", master=None, conf={}, partitions=1).master == "local[4]"
 
 
-def test_an_explicit_master_with_too_few_slots_runs_micro_batches_and_says_why() -> None:
+def test_an_explicit_master_with_fewer_slots_than_tasks_runs_micro_batches_and_says_why() -> None:
     placement = choose_placement(deploy="local", master="local[2]", conf={}, partitions=7)
     assert (placement.mode, placement.slots, placement.master) == ("microbatch", 2, None)
-    assert "7 source partitions but 2 task slots" in placement.reason
+    assert "7 source partitions but 2 task slots: real-time mode needs 4" in placement.reason
+    assert choose_placement(deploy="local", master="local[2]", conf={}, partitions=2).mode == "realtime"
 
 
 def test_an_explicit_master_with_enough_slots_runs_real_time() -> None:
     placement = choose_placement(deploy="local", master="local[8]", conf={}, partitions=7)
-    assert (placement.mode, placement.slots, placement.master) == ("realtime", 8, None)
+    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 4, 8, None)
 
 
 def test_many_partitions_run_micro_batches_unless_real_time_is_asked_for() -> None:
-    many = REALTIME_MAX_PARTITIONS["local"] + 1
-    assert choose_placement(deploy="local", master=None, conf={}, partitions=many).mode == "microbatch"
+    many = REALTIME_MAX_PARTITIONS + 1
+    placement = choose_placement(deploy="local", master=None, conf={}, partitions=many)
+    assert placement.mode == "microbatch" and "more than the 512 real-time mode takes" in placement.reason
     asked = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "realtime"}, partitions=many)
-    assert (asked.mode, asked.slots) == ("realtime", 2 * many)
+    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 4, 8)
 
 
-def test_hundreds_of_partitions_run_real_time_on_local_threads_but_not_on_a_standalone_clusters_cores() -> None:
+def test_hundreds_of_partitions_run_real_time_in_a_few_tasks_locally_and_on_a_standalone_cluster() -> None:
     local = choose_placement(deploy="local", master=None, conf={}, partitions=240)
-    assert (local.mode, local.master) == ("realtime", "local[480]")
+    assert (local.mode, local.tasks, local.master) == ("realtime", 4, "local[8]")
     standalone = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=240)
-    assert (standalone.mode, standalone.cores_max) == ("microbatch", None)
-    assert "more than the 64 real-time mode takes by default" in standalone.reason
+    assert (standalone.mode, standalone.tasks, standalone.cores_max) == ("realtime", 4, 4)
 
 
 @pytest.mark.parametrize(
@@ -79,22 +95,27 @@ def test_thousands_of_partitions_keep_floor_sizes() -> None:
 def test_the_mode_setting_wins() -> None:
     placement = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "MicroBatch"}, partitions=3)
     assert placement.mode == "microbatch"
-    # Real-time asked for on too few slots stays real-time: the job refuses to start rather than starve partitions.
     asked = choose_placement(deploy="local", master="local[2]", conf={"spark.kmirror.mode": "realtime"}, partitions=3)
-    assert (asked.mode, asked.slots) == ("realtime", 2)
+    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 2, 2)
 
 
-def test_a_standalone_job_asks_for_a_core_per_partition_unless_cores_are_set() -> None:
+def test_a_standalone_job_asks_for_a_core_per_task_unless_cores_are_set() -> None:
     placement = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12)
-    assert (placement.mode, placement.cores_max, placement.master) == ("realtime", 12, None)
-    assert "spark.cores.max 12" in placement.describe()
-    capped = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 4}, partitions=12)
+    assert (placement.mode, placement.tasks, placement.cores_max, placement.master) == ("realtime", 4, 4, None)
+    assert "spark.cores.max 4" in placement.describe()
+    few = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=2)
+    assert (few.mode, few.cores_max) == ("realtime", 2)
+    capped = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 3}, partitions=12)
     assert (capped.mode, capped.cores_max) == ("microbatch", None)
 
 
 def test_the_slots_a_running_context_has_decide() -> None:
-    granted = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12, slots_now=8)
-    assert (granted.mode, granted.slots) == ("microbatch", 8)
+    granted = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12, slots_now=2)
+    assert (granted.mode, granted.slots) == ("microbatch", 2)
+    asked = {"spark.kmirror.mode": "realtime"}
+    few = choose_placement(deploy="standalone", master="spark://m:7077", conf=asked, partitions=12, slots_now=2)
+    assert (few.mode, few.tasks, few.slots) == ("realtime", 2, 2)
+    assert "12 source partitions in 2 tasks" in few.describe()
 
 
 @pytest.mark.parametrize(("master", "slots"), [("local[16]", 16), ("local[3,2]", 3), ("local", 1), ("local[*]", None)])
@@ -124,7 +145,7 @@ def test_the_plan_row_of_a_new_job_names_its_mode_and_slots() -> None:
     out = plan_jobs(desired, RecordedState(), JobStatus(known=True), _live(6))
     (row,) = out.changes
     # orders' 6 partitions: `other` is not replicated.
-    assert row.reason.endswith("; real-time mode (6 source partitions; local[12])"), row.reason
+    assert row.reason.endswith("; real-time mode (6 source partitions in 4 tasks; local[8])"), row.reason
 
 
 def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> None:
@@ -142,10 +163,9 @@ def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> Non
     (row,) = out.changes
     assert row.after is not None and row.after["operation"] == "redeploy"
     assert "left real-time mode (30 source partitions now but 14 task slots)" in row.reason
-    # With an explicit master that cannot hold the partitions, a redeploy would change nothing: no row.
-    fixed = load_text(FILE % ', master: "local[14]"').state
-    info = JobInfo("f", True, fixed.flow_digest("f"), mode="microbatch", mode_fallback=True)
-    assert plan_jobs(fixed, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(29)).changes == []
+    # With more partitions than real-time mode takes, a redeploy would change nothing: no row.
+    info = JobInfo("f", True, digest, mode="microbatch", mode_fallback=True)
+    assert plan_jobs(desired, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(600)).changes == []
 
 
 def test_a_sub_second_trigger_interval_means_micro_batches() -> None:
@@ -154,3 +174,11 @@ def test_a_sub_second_trigger_interval_means_micro_batches() -> None:
     assert placement.mode == "microbatch" and "micro-batch trigger" in placement.reason
     conf = {"spark.kmirror.triggerInterval": "30s"}
     assert choose_placement(deploy="local", master=None, conf=conf, partitions=2).mode == "realtime"
+
+
+@pytest.mark.parametrize("value", ["0", "four", "-2", "1.5"])
+def test_a_bad_real_time_task_count_is_a_load_error_naming_the_setting(value: str) -> None:
+    text = FILE.replace("spark: {deploy: local%s}", 'spark: {deploy: local, conf: {spark.kmirror.realtimeTasks: "%s"}}')
+    with pytest.raises(KmirrorError, match=r"spark\.kmirror\.realtimeTasks is .*whole number above 0"):
+        load_text(text % value)
+    assert load_text(text % "8").state.spark.conf["spark.kmirror.realtimeTasks"] == "8"
