@@ -104,7 +104,8 @@ class SparkSpec(SpecModel):
     master: str | None = Field(
         default=None,
         description="spark://host:port for deploy=standalone; for deploy=local, local[N], or left out: the job sizes "
-        "local[N] itself, two task slots per replicated source partition (real-time mode needs one each).",
+        "local[N] itself, two task slots per real-time task (spark.kmirror.realtimeTasks, default 4; one per "
+        "source partition when there are fewer; real-time mode needs one slot per task).",
     )
     rest_url: str | None = Field(
         default=None, description="Spark standalone REST submission server, e.g. http://host:6066."
