@@ -1,7 +1,7 @@
 """The replication job in real-time mode (Spark 4.1), the default, run for real by LocalRunner.
 
 One job serves the module, from a file with no Spark settings but a 30 s checkpoint interval: the job chooses
-real-time mode, deals its seven source partitions to four tasks (each reads its share with one consumer,
+real-time mode, deals its nine source partitions to four tasks (each reads its share with one consumer,
 `jvm/GroupedKafkaSource.java`) and sizes its own master (two task slots per task). Records must land on the target
 well within the interval (in micro-batch mode with that trigger they would wait for the next batch), with the same
 fidelity as micro-batch mode (keys, values, headers, timestamps, order) and MM2 offset-syncs from the
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from reconciler.artifacts.class_archive import archive_path, ensure_driver_archive
@@ -59,7 +59,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     """The module's real-time flow; its topics exist before the deploy (new topics wait for a batch boundary)."""
     tag = uuid.uuid4().hex[:6]
     prefix = f"rt{tag}"
-    for suffix in ("warm", "records", "stream"):
+    for suffix in ("warm", "records", "stream", "trunc"):
         create_topic(source, f"{prefix}.{suffix}", 2)
     base = tmp_path_factory.mktemp("realtime")
     # The user's own driver option (kept beside the archive's): where the JVM took each class from.
@@ -79,10 +79,10 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     ensure_driver_archive()  # what `kmirror dev fetch` (make setup) records; at once when it did
     f.deploy()
     report = read_report(runner.folder(f.name).status)
-    # Three topics of two partitions and the heartbeats topic (always replicated): seven partitions in four tasks,
+    # Four topics of two partitions and the heartbeats topic (always replicated): nine partitions in four tasks,
     # eight slots.
     assert (report.get("mode"), report.get("task_slots")) == ("realtime", 8), report
-    assert "7 source partitions in 4 tasks" in str(report.get("mode_reason")), report
+    assert "9 source partitions in 4 tasks" in str(report.get("mode_reason")), report
     try:
         yield f
     finally:
@@ -205,8 +205,41 @@ def test_real_time_on_fewer_slots_than_partitions_reads_them_in_groups_losing_no
         stop_or_kill(runner, "repl")
 
 
+def test_records_deleted_past_the_position_while_stopped_are_skipped_and_the_rest_copied(flow: Flow) -> None:
+    """DeleteRecords past the checkpoint's offsets while the job is stopped: the redeployed job goes on from the
+    earliest offset the source still has (Spark's own real-time reader fails the query there)."""
+    topic = flow.topic("trunc")
+    producer = Producer(flow.source.config(**{"enable.idempotence": True, "acks": "all"}))
+
+    def produce(values: range) -> None:
+        for v in values:
+            producer.produce(topic, value=str(v).encode(), partition=v % 2)
+        assert producer.flush(30) == 0
+
+    produce(range(100))
+    wait_replicated(flow, topic, {0: 50, 1: 50}, timeout=60)
+    flow.runner.stop(flow.name)
+    produce(range(100, 400))
+    ends = end_offsets(flow.source, topic)
+    cut = [TopicPartition(topic, p, ends[p] - 20) for p in (0, 1)]  # the last 20 of each partition are kept
+    admin = AdminClient(flow.source.config())  # kept referenced until its futures complete
+    for done in admin.delete_records(cut, request_timeout=60).values():
+        done.result(timeout=60)
+    produce(range(400, 500))
+    flow.deploy()
+    wanted = set(range(360, 500))
+
+    def copied() -> bool:
+        got = {int(r.value) for recs in read_topic(flow.target, flow.remote(topic)).values() for r in recs if r.value}
+        return wanted <= got
+
+    wait_for("the records the source still has copied", copied, timeout=120)
+    report = read_report(flow.runner.folder(flow.name).status)
+    assert (report.get("state"), report.get("mode")) == ("running", "realtime"), report
+
+
 def test_partitions_added_while_the_job_runs_join_its_tasks_in_real_time(flow: Flow) -> None:
-    # 7 + 8 partitions on the module's 8 slots: the four tasks read them all, with no redeploy.
+    # 9 + 8 partitions on the module's 8 slots: the four tasks read them all, with no redeploy.
     topic = flow.topic("wide")
     create_topic(flow.source, topic, 8)
     with SequenceProducer(flow.source, topic, 8) as seq:
