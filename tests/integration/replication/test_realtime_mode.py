@@ -44,7 +44,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INTERVAL_S = 30
 INTERVAL = {"spark.kmirror.triggerInterval": f"{INTERVAL_S} seconds"}
-REALTIME = {"spark.kmirror.mode": "realtime", **INTERVAL}
 CLASS_LOG = "driver-classes.log"
 #: Classes the job's first batch loads from the job jars (`--jars`: kafka-clients, the connector), not pyspark's.
 KAFKA_CLASSES = (
@@ -183,9 +182,9 @@ def test_real_time_on_fewer_slots_than_partitions_reads_them_in_groups_losing_no
         target_alias=f"t{tag}",
         include=[rf"rs{tag}\..*"],
         master="local[2]",
-        conf=REALTIME,
+        conf={"spark.kmirror.mode": "realtime", "spark.kmirror.triggerInterval": "10 seconds"},  # a quick stop
     )
-    runner = LocalRunner(tmp_path, state.spark, root=tmp_path, start_timeout=120, stop_timeout=INTERVAL_S + 60)
+    runner = LocalRunner(tmp_path, state.spark, root=tmp_path, start_timeout=120, stop_timeout=70)
     flow = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", f"rs{tag}", source, target)
     try:
         flow.deploy()
