@@ -45,7 +45,9 @@ REALTIME_MIN_INTERVAL_SECONDS = 5.0
 """Spark's `spark.sql.streaming.realTimeMode.minBatchDuration` default: real-time mode's shortest interval."""
 
 #: The Spark setting with the most tasks a real-time job reads its source partitions with (each task reads a
-#: share of them with one consumer), and its default: on 2 cores 4 tasks copied 240 partitions at MM2's rate and
-#: CPU with a p99 of 22 ms, where a task per partition made 0.39x at 2.4x the CPU and 2.1 s (benchmarks/README.md).
+#: share of them with one consumer), and its default, MM2's tasks in the benchmark: on 2 cores 2 tasks copied
+#: 1.31x / 1.02x / 0.87x MM2's records/s (1 KB x 6, 100 B x 6, 1 KB x 240 partitions) at 0.76x / 0.95x / 1.08x its
+#: CPU, p99 21-22 ms; a task per partition made 0.39x at 2.4x the CPU and 2.1 s with 240 (benchmarks/README.md).
+#: Give a job more cores and raise it with them.
 REALTIME_TASKS_SETTING = "spark.kmirror.realtimeTasks"
-DEFAULT_REALTIME_TASKS = 4
+DEFAULT_REALTIME_TASKS = 2

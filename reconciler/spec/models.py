@@ -104,7 +104,7 @@ class SparkSpec(SpecModel):
     master: str | None = Field(
         default=None,
         description="spark://host:port for deploy=standalone; for deploy=local, local[N], or left out: the job sizes "
-        "local[N] itself, two task slots per real-time task (spark.kmirror.realtimeTasks, default 4; one per "
+        "local[N] itself, two task slots per real-time task (spark.kmirror.realtimeTasks, default 2; one per "
         "source partition when there are fewer; real-time mode needs one slot per task).",
     )
     rest_url: str | None = Field(

@@ -2,7 +2,7 @@
 
 Real-time mode (Spark 4.1) is the fast path: long-running tasks forward each record as it arrives (p50 ~20 ms),
 at about MM2's CPU per record. The source partitions are dealt to at most `spark.kmirror.realtimeTasks` tasks
-(default 4), each reading its share with one consumer (`jvm/GroupedKafkaSource.java`); a task needs a task slot
+(default 2), each reading its share with one consumer (`jvm/GroupedKafkaSource.java`); a task needs a task slot
 for as long as the job runs, so a user who writes no Spark settings gets:
 
 - `deploy: local` with no `spark.master`: the job sizes its own master, `local[N]` with N = twice the tasks (at
@@ -55,7 +55,7 @@ class Placement:
     tasks: int | None = None  # real-time mode: the most tasks the source partitions are dealt to
 
     def describe(self) -> str:
-        """`real-time mode (13 source partitions in 4 tasks; local[8])`: for plan rows and logs."""
+        """`real-time mode (13 source partitions in 2 tasks; local[4])`: for plan rows and logs."""
         where = self.master or (f"spark.cores.max {self.cores_max}" if self.cores_max else None)
         mode = "real-time mode" if self.mode == "realtime" else "micro-batch mode"
         return f"{mode} ({self.reason}{'; ' + where if where else ''})"

@@ -1,15 +1,16 @@
 """The replication job in real-time mode (Spark 4.1), the default, run for real by LocalRunner.
 
 One job serves the module, from a file with no Spark settings but a 30 s checkpoint interval: the job chooses
-real-time mode, deals its nine source partitions to four tasks (each reads its share with one consumer,
-`jvm/GroupedKafkaSource.java`) and sizes its own master (two task slots per task). Records must land on the target
-well within the interval (in micro-batch mode with that trigger they would wait for the next batch), with the same
-fidelity as micro-batch mode (keys, values, headers, timestamps, order) and MM2 offset-syncs from the
-interceptor. A graceful stop waits for the running batch to commit; nothing is lost across stop and redeploy,
-and the duplicates (records the next batch had sent before the stop reached it) are counted and printed. Source
-partitions added while the job runs join its tasks: it stays in real-time mode and loses nothing. Real-time mode
-asked for on a master with fewer task slots than partitions runs a task per slot, losing nothing across a
-redeploy.
+real-time mode, deals its nine source partitions to two tasks (each reads its share with one consumer,
+`jvm/GroupedKafkaSource.java`) and sizes its own master (two task slots per task: local[4]). Records must land
+on the target well within the interval (in micro-batch mode with that trigger they would wait for the next
+batch), with the same fidelity as micro-batch mode (keys, values, headers, timestamps, order) and MM2
+offset-syncs from the interceptor. A graceful stop waits for the running batch to commit; nothing is lost
+across stop and redeploy, and the duplicates (records the next batch had sent before the stop reached it) are
+counted and printed. Records deleted past the checkpoint while the job is stopped are skipped, the rest copied.
+Source partitions added while the job runs join its tasks: it stays in real-time mode and loses nothing.
+Real-time mode asked for on a master with fewer task slots than partitions runs a task per slot, losing nothing
+across a redeploy.
 """
 
 from __future__ import annotations
@@ -78,10 +79,10 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     ensure_driver_archive()  # what `kmirror dev fetch` (make setup) records; at once when it did
     f.deploy()
     report = read_report(runner.folder(f.name).status)
-    # Four topics of two partitions and the heartbeats topic (always replicated): nine partitions in four tasks,
-    # eight slots.
-    assert (report.get("mode"), report.get("task_slots")) == ("realtime", 8), report
-    assert "9 source partitions in 4 tasks" in str(report.get("mode_reason")), report
+    # Four topics of two partitions and the heartbeats topic (always replicated): nine partitions in two tasks,
+    # four slots.
+    assert (report.get("mode"), report.get("task_slots")) == ("realtime", 4), report
+    assert "9 source partitions in 2 tasks" in str(report.get("mode_reason")), report
     try:
         yield f
     finally:
@@ -238,7 +239,7 @@ def test_records_deleted_past_the_position_while_stopped_are_skipped_and_the_res
 
 
 def test_partitions_added_while_the_job_runs_join_its_tasks_in_real_time(flow: Flow) -> None:
-    # 9 + 8 partitions on the module's 8 slots: the four tasks read them all, with no redeploy.
+    # 9 + 8 partitions on the module's 4 slots: the two tasks read them all, with no redeploy.
     topic = flow.topic("wide")
     create_topic(flow.source, topic, 8)
     with SequenceProducer(flow.source, topic, 8) as seq:

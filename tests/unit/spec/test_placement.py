@@ -20,16 +20,16 @@ from reconciler.spec.placement import (
 pytestmark = pytest.mark.unit
 
 
-def test_no_spark_settings_give_real_time_mode_with_the_partitions_dealt_to_four_tasks() -> None:
+def test_no_spark_settings_give_real_time_mode_with_the_partitions_dealt_to_two_tasks() -> None:
     placement = choose_placement(deploy="local", master=None, conf={}, partitions=13)
-    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 4, 8, "local[8]")
-    assert placement.describe() == "real-time mode (13 source partitions in 4 tasks; local[8])"
+    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 2, 4, "local[4]")
+    assert placement.describe() == "real-time mode (13 source partitions in 2 tasks; local[4])"
 
 
 def test_a_few_partitions_get_a_task_each_and_room_for_partitions_added_later() -> None:
-    placement = choose_placement(deploy="local", master=None, conf={}, partitions=3)
-    assert (placement.mode, placement.tasks, placement.slots) == ("realtime", 4, 6)
-    assert placement.describe() == "real-time mode (3 source partitions; local[6])"
+    placement = choose_placement(deploy="local", master=None, conf={}, partitions=1)
+    assert (placement.mode, placement.tasks, placement.slots) == ("realtime", 2, 4)
+    assert placement.describe() == "real-time mode (1 source partition; local[4])"
 
 
 def test_the_task_setting_sets_how_many_tasks_read_the_partitions() -> None:
@@ -45,15 +45,15 @@ def test_a_small_flow_still_gets_a_few_local_slots() -> None:
 
 
 def test_an_explicit_master_with_fewer_slots_than_tasks_runs_micro_batches_and_says_why() -> None:
-    placement = choose_placement(deploy="local", master="local[2]", conf={}, partitions=7)
-    assert (placement.mode, placement.slots, placement.master) == ("microbatch", 2, None)
-    assert "7 source partitions but 2 task slots: real-time mode needs 4" in placement.reason
-    assert choose_placement(deploy="local", master="local[2]", conf={}, partitions=2).mode == "realtime"
+    placement = choose_placement(deploy="local", master="local[1]", conf={}, partitions=7)
+    assert (placement.mode, placement.slots, placement.master) == ("microbatch", 1, None)
+    assert "7 source partitions but 1 task slot: real-time mode needs 2" in placement.reason
+    assert choose_placement(deploy="local", master="local[1]", conf={}, partitions=1).mode == "realtime"
 
 
 def test_an_explicit_master_with_enough_slots_runs_real_time() -> None:
     placement = choose_placement(deploy="local", master="local[8]", conf={}, partitions=7)
-    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 4, 8, None)
+    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 2, 8, None)
 
 
 def test_many_partitions_run_micro_batches_unless_real_time_is_asked_for() -> None:
@@ -61,14 +61,14 @@ def test_many_partitions_run_micro_batches_unless_real_time_is_asked_for() -> No
     placement = choose_placement(deploy="local", master=None, conf={}, partitions=many)
     assert placement.mode == "microbatch" and "more than the 512 real-time mode takes" in placement.reason
     asked = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "realtime"}, partitions=many)
-    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 4, 8)
+    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 2, 4)
 
 
 def test_hundreds_of_partitions_run_real_time_in_a_few_tasks_locally_and_on_a_standalone_cluster() -> None:
     local = choose_placement(deploy="local", master=None, conf={}, partitions=240)
-    assert (local.mode, local.tasks, local.master) == ("realtime", 4, "local[8]")
+    assert (local.mode, local.tasks, local.master) == ("realtime", 2, "local[4]")
     standalone = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=240)
-    assert (standalone.mode, standalone.tasks, standalone.cores_max) == ("realtime", 4, 4)
+    assert (standalone.mode, standalone.tasks, standalone.cores_max) == ("realtime", 2, 2)
 
 
 @pytest.mark.parametrize(
@@ -95,27 +95,27 @@ def test_thousands_of_partitions_keep_floor_sizes() -> None:
 def test_the_mode_setting_wins() -> None:
     placement = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "MicroBatch"}, partitions=3)
     assert placement.mode == "microbatch"
-    asked = choose_placement(deploy="local", master="local[2]", conf={"spark.kmirror.mode": "realtime"}, partitions=3)
-    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 2, 2)
+    asked = choose_placement(deploy="local", master="local[1]", conf={"spark.kmirror.mode": "realtime"}, partitions=3)
+    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 1, 1)
 
 
 def test_a_standalone_job_asks_for_a_core_per_task_unless_cores_are_set() -> None:
     placement = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12)
-    assert (placement.mode, placement.tasks, placement.cores_max, placement.master) == ("realtime", 4, 4, None)
-    assert "spark.cores.max 4" in placement.describe()
-    few = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=2)
-    assert (few.mode, few.cores_max) == ("realtime", 2)
-    capped = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 3}, partitions=12)
+    assert (placement.mode, placement.tasks, placement.cores_max, placement.master) == ("realtime", 2, 2, None)
+    assert "spark.cores.max 2" in placement.describe()
+    few = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=1)
+    assert (few.mode, few.cores_max) == ("realtime", 1)
+    capped = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 1}, partitions=12)
     assert (capped.mode, capped.cores_max) == ("microbatch", None)
 
 
 def test_the_slots_a_running_context_has_decide() -> None:
-    granted = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12, slots_now=2)
-    assert (granted.mode, granted.slots) == ("microbatch", 2)
+    granted = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12, slots_now=1)
+    assert (granted.mode, granted.slots) == ("microbatch", 1)
     asked = {"spark.kmirror.mode": "realtime"}
-    few = choose_placement(deploy="standalone", master="spark://m:7077", conf=asked, partitions=12, slots_now=2)
-    assert (few.mode, few.tasks, few.slots) == ("realtime", 2, 2)
-    assert "12 source partitions in 2 tasks" in few.describe()
+    few = choose_placement(deploy="standalone", master="spark://m:7077", conf=asked, partitions=12, slots_now=1)
+    assert (few.mode, few.tasks, few.slots) == ("realtime", 1, 1)
+    assert "12 source partitions in 1 task" in few.describe()
 
 
 @pytest.mark.parametrize(("master", "slots"), [("local[16]", 16), ("local[3,2]", 3), ("local", 1), ("local[*]", None)])
@@ -145,7 +145,7 @@ def test_the_plan_row_of_a_new_job_names_its_mode_and_slots() -> None:
     out = plan_jobs(desired, RecordedState(), JobStatus(known=True), _live(6))
     (row,) = out.changes
     # orders' 6 partitions: `other` is not replicated.
-    assert row.reason.endswith("; real-time mode (6 source partitions in 4 tasks; local[8])"), row.reason
+    assert row.reason.endswith("; real-time mode (6 source partitions in 2 tasks; local[4])"), row.reason
 
 
 def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> None:
