@@ -46,7 +46,11 @@ clusters:
   onprem: {{bootstrap_servers: "{source.sasl_bootstrap_servers}", client: {client}}}
   cloud: {{bootstrap_servers: "{target.sasl_bootstrap_servers}", client: {client}}}
 state: {{cluster: cloud}}
-spark: {{deploy: local, master: "local[2]", checkpoint_root: checkpoints}}
+spark:
+  deploy: local
+  master: "local[2]"
+  checkpoint_root: checkpoints
+  conf: {{spark.kmirror.triggerInterval: "10 seconds"}}  # real-time mode, two tasks; a quick stop at the end
 flows:
   - name: secure
     source: onprem

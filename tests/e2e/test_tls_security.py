@@ -113,7 +113,7 @@ spark:
   deploy: local
   master: "local[2]"
   checkpoint_root: checkpoints
-  conf: {{spark.hadoop.fs.s3a.secret.key: "${{file:secrets/s3.key}}"}}
+  conf: {{spark.hadoop.fs.s3a.secret.key: "${{file:secrets/s3.key}}", spark.kmirror.triggerInterval: "10 seconds"}}
 flows:
   - name: secure
     source: onprem
@@ -220,7 +220,11 @@ clusters:
   east: {{bootstrap_servers: "{source.sasl_ssl_bootstrap_servers}", client: {client}}}
   west: {{bootstrap_servers: "{target.sasl_ssl_bootstrap_servers}", client: {client}}}
 state: {{cluster: west, topic: _kmirror.state.oauth}}
-spark: {{deploy: local, master: "local[2]", checkpoint_root: checkpoints}}
+spark:
+  deploy: local
+  master: "local[2]"
+  checkpoint_root: checkpoints
+  conf: {{spark.kmirror.triggerInterval: "10 seconds"}}  # real-time mode, two tasks; a quick stop at the end
 flows:
   - name: oauth
     source: east
