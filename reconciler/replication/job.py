@@ -147,7 +147,8 @@ METADATA_MAX_AGE_MS = "3000"
 #: `replication.consumer` / `replication.producer`. (Kafka 4 clients dropped that setting for `metric.reporters`,
 #: whose default there is JmxReporter; the job's clients are the Kafka connector's 3.9.)
 CLIENT_METRICS_DEFAULTS = {"auto.include.jmx.reporter": "false"}
-#: Consumer settings for throughput (each Spark task reads one partition); `replication.consumer` overrides them.
+#: Consumer settings for throughput (a task reads one partition, or a real-time task several); `replication.consumer`
+#: overrides them.
 SOURCE_CONSUMER_DEFAULTS = {
     "max.partition.fetch.bytes": "8388608",
     "fetch.max.bytes": "67108864",

@@ -126,7 +126,7 @@ def choose_placement(
     if wanted is None and slots < tasks:
         reason = f"{size} but {slots} task slot{'s' if slots != 1 else ''}: real-time mode needs {tasks} (one per task)"
         return Placement("microbatch", slots, reason, master=master_set)
-    tasks = max(1, min(tasks, slots)) if slots >= 1 else tasks  # `spark.kmirror.mode: realtime` on fewer slots
+    tasks = min(tasks, slots) if slots >= 1 else tasks  # `spark.kmirror.mode: realtime` on fewer slots
     described = f"{size} in {tasks} task{'s' if tasks != 1 else ''}" if tasks < partitions else size
     # the source deals partitions added later to the same tasks: at most `limit`, and never more than the slots
     return Placement(
