@@ -94,9 +94,12 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     private Thread sender;
     private volatile boolean closed;
     private KafkaProducer<byte[], byte[]> producer;
+    private PartitionLeaders leaders;
 
     @Override
     public void configure(Map<String, ?> configs) {
+        Object id = configs.get("client.id");
+        leaders = new PartitionLeaders(configs, (id == null ? "kmirror" : id) + "-leaders");
         Object topic = configs.get(SYNCS_TOPIC);
         syncsTopic = topic == null || topic.toString().isEmpty() ? null : topic.toString();
         maxOffsetLag = longSetting(configs, OFFSET_LAG_MAX, maxOffsetLag);
@@ -129,6 +132,9 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         Header[] headers = record.headers().toArray();
         Header last = headers.length == 0 ? null : headers[headers.length - 1];
         TopicPartition tp = new TopicPartition(record.topic(), record.partition() == null ? -1 : record.partition());
+        if (leaders != null) {
+            leaders.await(tp); // a new partition's first record waits for its leader (see PartitionLeaders)
+        }
         int keySize = record.key() == null ? -1 : record.key().length;
         int valueSize = record.value() == null ? -1 : record.value().length;
         if (last == null || !HEADER.equals(last.key()) || last.value() == null) {
@@ -164,6 +170,9 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     public void close() {
         closed = true;
         LIVE.remove(this);
+        if (leaders != null) {
+            leaders.close();
+        }
         if (sender != null) {
             sender.interrupt();
             try {
@@ -307,7 +316,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         });
     }
 
-    private static void report(String message) {
+    static void report(String message) {
         System.err.println("kmirror ReplicationInterceptor: " + message);
     }
 

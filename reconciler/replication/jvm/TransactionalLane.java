@@ -140,6 +140,9 @@ final class TransactionalLane {
         producer = new KafkaProducer<>(props);
         try {
             producer.initTransactions(); // fences every older producer of this id and ends its transaction
+            try (PartitionLeaders leaders = new PartitionLeaders(adminProps, transactionalId + "-leaders")) {
+                leaders.await(remote); // a new remote partition: see PartitionLeaders
+            }
             next = committedPosition(adminProps);
         } catch (RuntimeException e) {
             closeQuietly();
