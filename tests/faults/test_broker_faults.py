@@ -97,8 +97,8 @@ def test_replication_resumes_without_apply_after_the_target_was_down_longer_than
     topic = f"{world.prefix}outage"
     create_topic(world.source, topic, 3)
     target = world.target
-    # Clients that give up within 15 s, so the job's query fails, and is restarted, every ~15 s plus its backoff.
-    fast = {"delivery.timeout.ms": "15000", "request.timeout.ms": "10000", "max.block.ms": "10000"}
+    # Clients that give up within 6 s, so the job's query fails, and is restarted, every ~6 s plus its backoff.
+    fast = {"delivery.timeout.ms": "6000", "request.timeout.ms": "5000", "max.block.ms": "5000"}
     with Load(world.source, topic, 3, rate=500) as load:
         remote = _start_flow(world, topic, load, producer=fast)
         pids = [target.broker_pid(b) for b in range(1, BROKERS + 1)]
@@ -106,7 +106,7 @@ def test_replication_resumes_without_apply_after_the_target_was_down_longer_than
             os.killpg(pid, signal.SIGKILL)
         down_at = time.monotonic()
         # Down past every client timeout and until the job has restarted its query five times in a row (where it
-        # used to give up), at most 240 s (the test's budget: 16 times the clients' 15 s, in a 30-minute suite);
+        # used to give up), at most 240 s (the test's budget: 40 times the clients' 6 s, in a 30-minute suite);
         # its metrics show the restarts (its status file names the port).
         restarts_seen = 0.0
         report_file = local_job_folder(world.state_topic, world.flow).status

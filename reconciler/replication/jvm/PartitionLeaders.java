@@ -32,14 +32,14 @@ import org.apache.kafka.common.errors.RetriableException;
  * partition's leader is asked for its end offset (ListOffsets is answered only by the partition's leader), for
  * every partition of the topic at once; a partition that answered is written to without asking again.
  *
- * A partition whose leader does not answer within the wait (or that the client may not describe) is let through:
- * the producer's own timeouts then apply, as without this gate.
+ * A partition whose leader does not answer within the producer's max.block.ms (or that the client may not
+ * describe) is let through: the producer's own timeouts then apply, as without this gate (a target that is down
+ * fails the batch no later than before).
  */
 final class PartitionLeaders implements AutoCloseable {
-    /** Longest wait for a partition's leader: longer than the job's remote topic keeper takes to create a topic. */
-    static final long WAIT_MS = 60_000L;
-
     private final Properties adminProps;
+    /** Longest wait for a partition's leader: the producer's max.block.ms, its own bound on waiting for metadata. */
+    private final long waitMs;
     private final Set<TopicPartition> served = ConcurrentHashMap.newKeySet();
     private Admin admin;
 
@@ -53,6 +53,8 @@ final class PartitionLeaders implements AutoCloseable {
             }
         }
         adminProps.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
+        Object maxBlock = clientConfigs.get("max.block.ms");
+        waitMs = maxBlock == null ? 60_000L : Long.parseLong(maxBlock.toString().trim());
     }
 
     /** Returns once the leader of `tp` serves it (at once when it did before), or when the wait is over. */
@@ -64,7 +66,7 @@ final class PartitionLeaders implements AutoCloseable {
             if (served.contains(tp)) {
                 return;
             }
-            long deadline = System.currentTimeMillis() + WAIT_MS;
+            long deadline = System.currentTimeMillis() + waitMs;
             String why = waitFor(tp, deadline);
             if (why != null && !Thread.currentThread().isInterrupted()) {
                 served.add(tp); // not asked again: the producer's own timeouts apply
