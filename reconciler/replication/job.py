@@ -92,7 +92,7 @@ from reconciler.replication.metrics import ReplicationMetrics, progress_position
 from reconciler.replication.progress import OBSERVATION, BatchProgress, batch_from_progress, observed_columns
 from reconciler.replication.remote_topics import RemoteTopicKeeper
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
-from reconciler.spec.defaults import JOB_MODES
+from reconciler.spec.defaults import JOB_MODES, RESTART_BACKOFF_MAX_SETTING
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.models import FlowSpec
 from reconciler.spec.placement import (
@@ -173,8 +173,17 @@ SINK_PRODUCER_FIXED = {"enable.idempotence": "true", "acks": "all"}
 
 
 #: Waits before restarting a failed query, then the last one again, forever: a cluster that is down for an
-#: hour is waited out (status and metrics show the restarts and the last error), never given up on.
+#: hour is waited out (status and metrics show the restarts and the last error), never given up on. Each is
+#: capped by `spark.kmirror.restartBackoffMaxMs` (`restart_delays`).
 RESTART_DELAYS = (2.0, 5.0, 15.0, 30.0, 60.0)
+
+
+def restart_delays(cap_ms: str | None) -> tuple[float, ...]:
+    """`RESTART_DELAYS`, each at most `cap_ms` (the setting's value, validated when the file was loaded)."""
+    cap = float(cap_ms) / 1000 if cap_ms is not None else RESTART_DELAYS[-1]
+    return tuple(min(delay, cap) for delay in RESTART_DELAYS)
+
+
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
@@ -392,7 +401,8 @@ class ReplicationJob:
             # At least once: the failed batch was not committed, so the restarted query re-runs it.
             if self.batches > self._batches_at_restart:
                 failures = 0  # it made progress since the last restart: a new run of failures
-            delay = RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)]
+            delays = restart_delays(self._spark.conf.get(RESTART_BACKOFF_MAX_SETTING, None))
+            delay = delays[min(failures, len(delays) - 1)]
             failures += 1
             log.warning("query failed (%s); restarting it in %.0fs (attempt %d)", error, delay, failures)
             self.status.update(state="restarting", error=error, restarts=self.restarts)

@@ -51,3 +51,8 @@ REALTIME_MIN_INTERVAL_SECONDS = 5.0
 #: Give a job more cores and raise it with them.
 REALTIME_TASKS_SETTING = "spark.kmirror.realtimeTasks"
 DEFAULT_REALTIME_TASKS = 2
+
+#: The Spark setting with the longest wait (ms) before a failed query is restarted: the waits grow 2, 5, 15, 30,
+#: 60 s and stay at the last, capped by it. A lower cap resumes sooner after an outage ends, at one query start
+#: per cap while it lasts.
+RESTART_BACKOFF_MAX_SETTING = "spark.kmirror.restartBackoffMaxMs"

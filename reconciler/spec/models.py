@@ -154,6 +154,12 @@ class SparkSpec(SpecModel):
                 f"conf {defaults.REALTIME_TASKS_SETTING} is {tasks!r}; it must be a whole number above 0 (how many "
                 "real-time tasks read the source partitions, each with one consumer), e.g. '8'"
             )
+        backoff = self.conf.get(defaults.RESTART_BACKOFF_MAX_SETTING)
+        if backoff is not None and not (str(backoff).strip().isdigit() and int(str(backoff)) > 0):
+            raise ValueError(
+                f"conf {defaults.RESTART_BACKOFF_MAX_SETTING} is {backoff!r}; it must be a number of milliseconds "
+                "above 0 (the longest wait before a failed query is restarted), e.g. '30000'"
+            )
         interval = self.conf.get("spark.kmirror.triggerInterval")
         if (
             mode_name == "realtime"

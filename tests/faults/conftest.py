@@ -323,10 +323,18 @@ class FaultWorld:
     def remote(self, topic: str) -> str:
         return f"{self.src}.{topic}"
 
-    def spec(self, deploy: str = "local", flow: str = "on", producer: dict[str, str] | None = None) -> Path:
+    def spec(
+        self,
+        deploy: str = "local",
+        flow: str = "on",
+        producer: dict[str, str] | None = None,
+        conf: dict[str, str] | None = None,
+    ) -> Path:
         """`flow`: "on", "off" (enabled: false) or "removed" (no flow; prune.topics on). `producer`: the flow's
-        `replication.producer` settings."""
+        `replication.producer` settings; `conf`: Spark settings besides the 200 ms trigger."""
         settings = ", ".join(f'{k}: "{v}"' for k, v in (producer or {}).items())
+        spark_conf = ", ".join(f'{k}: "{v}"' for k, v in {"spark.kmirror.triggerInterval": "200 milliseconds",
+                                                           **(conf or {})}.items())  # fmt: skip
         body = textwrap.dedent(f"""\
           - name: {self.flow}
             source: {self.src}
@@ -353,7 +361,7 @@ class FaultWorld:
               deploy: {deploy}
               master: "local[2]"
               checkpoint_root: checkpoints
-              conf: {{spark.kmirror.triggerInterval: "200 milliseconds"}}
+              conf: {{{spark_conf}}}
             prune: {{topics: true, acls: true, jobs: true}}
             """)
             + flows

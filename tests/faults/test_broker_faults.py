@@ -44,8 +44,14 @@ def _job_restarts(status_file: Path) -> float:
     return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("kmirror_job_restarts_total"))
 
 
-def _start_flow(world: FaultWorld, topic: str, load: Load, producer: dict[str, str] | None = None) -> str:
-    world.kmirror("apply", "-f", str(world.spec(producer=producer)), "--auto-approve", check=True)
+def _start_flow(
+    world: FaultWorld,
+    topic: str,
+    load: Load,
+    producer: dict[str, str] | None = None,
+    conf: dict[str, str] | None = None,
+) -> str:
+    world.kmirror("apply", "-f", str(world.spec(producer=producer, conf=conf)), "--auto-approve", check=True)
     remote = world.remote(topic)
     wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
     return remote
@@ -100,13 +106,15 @@ def test_replication_resumes_without_apply_after_the_target_was_down_longer_than
     # Clients that give up within 6 s, so the job's query fails, and is restarted, every ~6 s plus its backoff.
     fast = {"delivery.timeout.ms": "6000", "request.timeout.ms": "5000", "max.block.ms": "5000"}
     with Load(world.source, topic, 3, rate=500) as load:
-        remote = _start_flow(world, topic, load, producer=fast)
+        # Restarts at most 5 s apart (spark.kmirror.restartBackoffMaxMs; 60 s by default), so five in a row come
+        # within about a minute.
+        remote = _start_flow(world, topic, load, producer=fast, conf={"spark.kmirror.restartBackoffMaxMs": "5000"})
         pids = [target.broker_pid(b) for b in range(1, BROKERS + 1)]
         for pid in pids:
             os.killpg(pid, signal.SIGKILL)
         down_at = time.monotonic()
         # Down past every client timeout and until the job has restarted its query five times in a row (where it
-        # used to give up), at most 240 s (the test's budget: 40 times the clients' 6 s, in a 30-minute suite);
+        # used to give up), at least 60 s and at most 240 s (the test's budget in a 30-minute suite);
         # its metrics show the restarts (its status file names the port).
         restarts_seen = 0.0
         report_file = local_job_folder(world.state_topic, world.flow).status

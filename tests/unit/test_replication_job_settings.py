@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.errors import KmirrorError
 from reconciler.replication.job import (
     JobSettingError,
     job_mode,
+    restart_delays,
     sink_options,
     source_options,
 )
@@ -79,3 +81,25 @@ def test_the_jobs_clients_register_no_jmx_metrics_unless_the_flow_asks_for_them(
     own = load_text(FLOW.replace("CONSUMER", '{"auto.include.jmx.reporter": "true"}')).state.flow("f")
     assert source_options(own, {}, dict(own.replication.consumer), "realtime")[jmx] == "true"
     assert sink_options({}, {"auto.include.jmx.reporter": "true"}, {})[jmx] == "true"
+
+
+def test_restart_waits_grow_to_the_cap_the_setting_gives() -> None:
+    assert restart_delays(None) == (2.0, 5.0, 15.0, 30.0, 60.0)
+    assert restart_delays("20000") == (2.0, 5.0, 15.0, 20.0, 20.0)
+    assert restart_delays("1000") == (1.0, 1.0, 1.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("value", ["0", "30s", "-1", "1.5"])
+def test_a_bad_restart_backoff_cap_is_a_load_error_naming_the_setting(value: str) -> None:
+    text = f"""
+version: 1
+clusters:
+  a: {{bootstrap_servers: "localhost:1"}}
+  b: {{bootstrap_servers: "localhost:2"}}
+state: {{cluster: b}}
+spark: {{conf: {{spark.kmirror.restartBackoffMaxMs: "{value}"}}}}
+flows: []
+"""
+    with pytest.raises(KmirrorError, match=r"spark\.kmirror\.restartBackoffMaxMs is .*milliseconds above 0"):
+        load_text(text)
+    assert load_text(text.replace(value, "5000")).state.spark.conf["spark.kmirror.restartBackoffMaxMs"] == "5000"
