@@ -6,8 +6,8 @@ appended; every retry of the first is then refused as out of order until deliver
 (KAFKA-14359, fixed in brokers from 4.5 only). In the job that was a partition stalled for two minutes, a failed
 batch and its records written again: the suite saw it when the job's keeper created a remote topic 39 ms before the
 sink wrote to it. The job's interceptor (jvm/PartitionLeaders.java) holds a new partition's first record until the
-partition's leader answers for it. Without it, this program lost 16-223 of its 24,000 records to expired batches
-in four runs on the 4.x broker here; with it, none.
+partition's leader answers for it. Without it, this program lost 16-726 of its 24,000 records to expired batches
+in five runs on the 4.x broker here; with it, none.
 
 Needs a JDK: the program is compiled against the job's Kafka client and the interceptor jar.
 """
