@@ -43,18 +43,28 @@ final class PartitionLeaders implements AutoCloseable {
     private final Set<TopicPartition> served = ConcurrentHashMap.newKeySet();
     private Admin admin;
 
-    /** `clientConfigs`: the producer's settings; those an admin client knows are kept (connection, security). */
+    /** `clientConfigs`: the producer's settings (see adminProperties). */
     PartitionLeaders(Map<?, ?> clientConfigs, String clientId) {
-        adminProps = new Properties();
-        Set<String> known = AdminClientConfig.configNames();
-        for (Map.Entry<?, ?> e : clientConfigs.entrySet()) {
-            if (e.getValue() != null && known.contains(String.valueOf(e.getKey()))) {
-                adminProps.put(String.valueOf(e.getKey()), e.getValue());
-            }
-        }
+        adminProps = adminProperties(clientConfigs);
         adminProps.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
         Object maxBlock = clientConfigs.get("max.block.ms");
         waitMs = maxBlock == null ? 60_000L : Long.parseLong(maxBlock.toString().trim());
+    }
+
+    /**
+     * The settings of an admin client on a producer's cluster: those of `producerConfigs` an admin client knows
+     * (connection, security, timeouts), but not the producer's retry count.
+     */
+    static Properties adminProperties(Map<?, ?> producerConfigs) {
+        Properties props = new Properties();
+        Set<String> known = AdminClientConfig.configNames();
+        for (Map.Entry<?, ?> e : producerConfigs.entrySet()) {
+            String key = String.valueOf(e.getKey());
+            if (e.getValue() != null && known.contains(key) && !key.equals(AdminClientConfig.RETRIES_CONFIG)) {
+                props.put(key, e.getValue());
+            }
+        }
+        return props;
     }
 
     /** Returns once the leader of `tp` serves it (at once when it did before), or when the wait is over. */
@@ -82,7 +92,7 @@ final class PartitionLeaders implements AutoCloseable {
         while (true) {
             try {
                 List<TopicPartition> partitions = partitionsOf(tp.topic(), deadline);
-                served.addAll(served(partitions, deadline));
+                served.addAll(answered(partitions, deadline));
                 if (served.contains(tp)) {
                     return null;
                 }
@@ -122,8 +132,8 @@ final class PartitionLeaders implements AutoCloseable {
         return out;
     }
 
-    /** Those of `partitions` whose leader answered ListOffsets. */
-    private List<TopicPartition> served(Collection<TopicPartition> partitions, long deadline)
+    /** Those of `partitions` not served before whose leader answered ListOffsets. */
+    private List<TopicPartition> answered(Collection<TopicPartition> partitions, long deadline)
             throws InterruptedException {
         Map<TopicPartition, OffsetSpec> ask = new HashMap<>();
         for (TopicPartition tp : partitions) {

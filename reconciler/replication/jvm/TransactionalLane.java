@@ -129,8 +129,6 @@ final class TransactionalLane {
                 props.put(e.getKey().substring("producer.".length()), e.getValue());
             }
         }
-        Properties adminProps = new Properties();
-        adminProps.putAll(props);
         props.put("transactional.id", transactionalId);
         props.put("enable.idempotence", "true");
         props.put("acks", "all");
@@ -140,10 +138,10 @@ final class TransactionalLane {
         producer = new KafkaProducer<>(props);
         try {
             producer.initTransactions(); // fences every older producer of this id and ends its transaction
-            try (PartitionLeaders leaders = new PartitionLeaders(adminProps, transactionalId + "-leaders")) {
+            try (PartitionLeaders leaders = new PartitionLeaders(props, transactionalId + "-leaders")) {
                 leaders.await(remote); // a new remote partition: see PartitionLeaders
             }
-            next = committedPosition(adminProps);
+            next = committedPosition(props);
         } catch (RuntimeException e) {
             closeQuietly();
             throw e;
@@ -151,15 +149,8 @@ final class TransactionalLane {
     }
 
     /** The group's committed offset of the remote partition on the target (-1: none), stable. */
-    private long committedPosition(Properties props) {
-        for (String key : new String[] {
-            "linger.ms", "batch.size", "acks", "enable.idempotence", "compression.type", "buffer.memory",
-            "max.in.flight.requests.per.connection", "delivery.timeout.ms", "transaction.timeout.ms", "retries",
-            "key.serializer", "value.serializer", "max.request.size", "partitioner.class", "interceptor.classes",
-            "max.block.ms", "compression.lz4.level", "compression.zstd.level", "compression.gzip.level"}) {
-            props.remove(key);
-        }
-        try (Admin admin = Admin.create(props)) {
+    private long committedPosition(Properties producerProps) {
+        try (Admin admin = Admin.create(PartitionLeaders.adminProperties(producerProps))) {
             ListConsumerGroupOffsetsSpec spec =
                     new ListConsumerGroupOffsetsSpec().topicPartitions(Collections.singletonList(remote));
             Map<TopicPartition, OffsetAndMetadata> offsets = admin.listConsumerGroupOffsets(
