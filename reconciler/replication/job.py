@@ -716,6 +716,18 @@ class ReplicationJob:
         except Exception as exc:  # e.g. an interceptor jar without the class: start as before
             log.debug("client warm-up not started: %s", type(exc).__name__)
 
+    def _confirm_leaders_ahead(self, spark: Any) -> None:
+        """In local mode, the leaders of every remote topic's partitions asked for in one round on a daemon thread
+        while the query starts (`PartitionLeaders.confirmAhead`): the tasks' first records to many topics need not
+        wait for one round per topic. Best effort: without it each topic's first record asks for itself."""
+        if not str(spark.sparkContext.master).startswith("local") or not self.topics.remote_topics:
+            return  # executors in other JVMs have gates of their own
+        try:
+            leaders = spark.sparkContext._jvm.io.kmirror.replication.PartitionLeaders
+            leaders.confirmAhead(self._java(self.flow.target), self.topics.remote_topics)
+        except Exception as exc:  # e.g. an interceptor jar without the method
+            log.debug("leaders not confirmed ahead: %s", type(exc).__name__)
+
     def _listen(self, spark: Any) -> None:
         """Every batch's progress event, from Spark's listener bus, to `_on_progress`."""
         from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -743,6 +755,7 @@ class ReplicationJob:
     def _start_query(self, spark: Any) -> Any:
         flow = self.flow
         conf = spark.conf
+        self._confirm_leaders_ahead(spark)
         consumer, producer = self._resolved(flow.replication.consumer), self._resolved(flow.replication.producer)
         if self.mode == "realtime":  # a consumer and an open batch per partition: sized by their count
             sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots)

@@ -53,6 +53,8 @@ class RemoteTopicKeeper:
         self.grown: list[str] = []
         #: Replicated source partitions at the last refresh (the watcher keeps it fresh); None before one.
         self.partitions_seen: int | None = None
+        #: The remote topics the job writes to, as of the last refresh (all exist on the target).
+        self.remote_topics: list[str] = []
 
     def ensure(self, touched: Mapping[str, int]) -> None:
         """Make sure each source topic's remote topic holds partition `touched[topic]` (the highest seen)."""
@@ -149,6 +151,7 @@ class RemoteTopicKeeper:
             for s, r in wanted.items()
             if r not in failed
         }
+        self.remote_topics = sorted(r for r in wanted.values() if r not in failed)
         self._refreshed_at = time.monotonic()
 
     def _await_metadata(self, changed: Mapping[str, int], timeout: float = 15.0) -> dict[str, TopicMeta]:

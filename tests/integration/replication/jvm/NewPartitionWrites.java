@@ -1,3 +1,4 @@
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -9,12 +10,19 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
+import io.kmirror.replication.PartitionLeaders;
+
 /**
  * Creates topics one after the other and writes to each at once, the way the job's sink meets a remote topic its
  * keeper has just created: an idempotent producer with the job's interceptor (or, given "none", without it),
  * several batches in flight per partition. Prints "acknowledged=N failed=N".
  *
- * Args: bootstrap, topic prefix, topics, partitions, records per partition, interceptor class or "none".
+ * With "ahead" the leaders of all the topics are asked for ahead, as the job's driver does for the remote topics as
+ * a query starts (PartitionLeaders.confirmAhead), here from before the topics exist: each is written to the moment
+ * it is created, while that asking goes on.
+ *
+ * Args: bootstrap, topic prefix, topics, partitions, records per partition, interceptor class or "none",
+ * "each" or "ahead".
  */
 public final class NewPartitionWrites {
     public static void main(String[] args) throws Exception {
@@ -36,11 +44,19 @@ public final class NewPartitionWrites {
         if (!args[5].equals("none")) {
             props.put("interceptor.classes", args[5]);
         }
+        boolean ahead = args[6].equals("ahead");
         AtomicLong acknowledged = new AtomicLong();
         AtomicLong failed = new AtomicLong();
         byte[] value = new byte[1000];
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", (Object) bootstrap));
                 KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            if (ahead) {
+                List<String> names = new ArrayList<>();
+                for (int t = 0; t < topics; t++) {
+                    names.add(prefix + t);
+                }
+                PartitionLeaders.confirmAhead(Map.of("bootstrap.servers", bootstrap), names);
+            }
             for (int t = 0; t < topics; t++) {
                 String topic = prefix + t;
                 admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
