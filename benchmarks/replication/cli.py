@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.replication import __doc__ as package_doc
-from benchmarks.replication.common import SINK_PRODUCER, Cluster, Workload, clusters, create_topics
+from benchmarks.replication.common import (
+    SINK_PRODUCER,
+    Cluster,
+    Workload,
+    clusters,
+    create_topics,
+    total_end_offsets,
+)
 from benchmarks.replication.load import producer_perf
 from benchmarks.replication.measure import Conditions, run_measured, steal_seconds
 from benchmarks.replication.phases import (
@@ -113,6 +120,12 @@ def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
         _, cpu = run_measured(producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER))
         fill_cpu += cpu
     fill = time.monotonic() - started
+    # The perf tool reports what it sent, not what the source kept: a record it timed out on a loaded machine would
+    # leave every replicator's copy waiting for a count the source never had.
+    held = total_end_offsets(source.admin(), wl.data_topics)
+    if held != wl.records:
+        raise RuntimeError(f"the source holds {held:,} of the {wl.records:,} records loaded (the fill's producer "
+                           "lost some: is the machine overloaded?); run the benchmark again")  # fmt: skip
     return {
         "records_per_s_incl_jvm_start": round(wl.records / fill),
         "seconds": round(fill, 1),

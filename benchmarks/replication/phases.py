@@ -43,6 +43,7 @@ from benchmarks.replication.common import (
 from benchmarks.replication.load import consumer_perf, parse_consumer_perf, parse_producer_perf, producer_perf
 from benchmarks.replication.measure import (
     LatencyReader,
+    Proc,
     max_per_second,
     percentiles,
     proc_table,
@@ -157,8 +158,12 @@ def replicator_cpu(source: Cluster, target: Cluster) -> float:
     phase, that replicator (MM2's JVM; spark-submit's JVM and the Python driver it starts). The same rule for both,
     and usable before the replicator's pid is known (kmirror's deploy returns it only once the query runs)."""
     table = proc_table()
-    children = [p.pid for p in table.values() if p.ppid == os.getpid() and p.pid not in (source.pid, target.pid)]
-    return sum(p.cpu_s for p in tree(children, table))
+    return sum(p.cpu_s for p in tree(_replicator_roots(source, target, table), table))
+
+
+def _replicator_roots(source: Cluster, target: Cluster, table: dict[int, Proc]) -> list[int]:
+    """The processes this benchmark started other than the brokers (see replicator_cpu)."""
+    return [p.pid for p in table.values() if p.ppid == os.getpid() and p.pid not in (source.pid, target.pid)]
 
 
 def cpu_snapshot(source: Cluster, target: Cluster) -> dict[str, float]:
@@ -170,17 +175,32 @@ def cpu_snapshot(source: Cluster, target: Cluster) -> dict[str, float]:
     }
 
 
-def broker_threads(source: Cluster, target: Cluster) -> dict[str, dict[str, float]]:
-    return {"source_broker": thread_cpu(source.pid), "target_broker": thread_cpu(target.pid)}
+def process_threads(source: Cluster, target: Cluster) -> dict[str, dict[str, float]]:
+    """CPU seconds by thread group (see `thread_cpu`) of the replicator (its processes' live threads together)
+    and of each broker."""
+    table = proc_table()
+    replicator: dict[str, float] = {}
+    for p in tree(_replicator_roots(source, target, table), table):
+        for name, cpu in thread_cpu(p.pid).items():
+            replicator[name] = replicator.get(name, 0.0) + cpu
+    return {"replicator": replicator, "source_broker": thread_cpu(source.pid), "target_broker": thread_cpu(target.pid)}
 
 
 def thread_delta(after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """Per broker, the thread groups that used >= 0.5 CPU s between two `broker_threads` snapshots, busiest first."""
+    """Per process, the thread groups that used >= 0.5 CPU s between two `process_threads` snapshots, busiest
+    first."""
     out: dict[str, Any] = {}
-    for broker, groups in after.items():
-        used = {k: round(v - before.get(broker, {}).get(k, 0.0), 1) for k, v in groups.items()}
-        out[broker] = dict(sorted(((k, v) for k, v in used.items() if v >= 0.5), key=lambda kv: -kv[1]))
+    for process, groups in after.items():
+        used = {k: round(v - before.get(process, {}).get(k, 0.0), 1) for k, v in groups.items()}
+        out[process] = dict(sorted(((k, v) for k, v in used.items() if v >= 0.5), key=lambda kv: -kv[1]))
     return out
+
+
+def compiler_share(after: dict[str, float], before: dict[str, float], cpu_s: float) -> float | None:
+    """The share of `cpu_s` that JIT compiler threads (`C1 CompilerThread`, `C2 CompilerThread`) used between two
+    snapshots of one process's thread groups."""
+    used = sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(("C1 Compiler", "C2 Compiler")))
+    return round(used / cpu_s, 2) if cpu_s > 0 else None
 
 
 @dataclass
@@ -200,7 +220,7 @@ class Watch:
 
     def _on_first(self) -> None:
         self.at_first.update(cpu_snapshot(self.source, self.target))
-        self.threads.update(broker_threads(self.source, self.target))
+        self.threads.update(process_threads(self.source, self.target))
 
     def run(self) -> CopyTiming:
         return watch_copy(
@@ -211,7 +231,13 @@ class Watch:
     def result(self, timing: CopyTiming, size: int) -> dict[str, Any]:
         cpu = cpu_snapshot(self.source, self.target)
         out = summarise(timing, self.expected, size, cpu, self.at_first)
-        out["broker_threads_copy_window"] = thread_delta(broker_threads(self.source, self.target), self.threads)
+        threads = process_threads(self.source, self.target)
+        delta = thread_delta(threads, self.threads)
+        out["replicator_threads_copy_window"] = delta.pop("replicator")
+        out["broker_threads_copy_window"] = delta
+        out["jit_share_replicator_copy_window"] = compiler_share(
+            threads["replicator"], self.threads.get("replicator", {}), out["cpu_s_copy_window"]["replicator"]
+        )
         return out
 
 

@@ -111,6 +111,10 @@ def table(doc: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.append("ratios: " + json.dumps(doc.get("ratios", {})))
+    jit = [(name, share) for name, x in runs if (share := x.get("jit_share_replicator_copy_window")) is not None]
+    if jit:
+        lines.append("JIT compiler threads' share of the replicator's CPU in the copy window: "
+                     + ", ".join(f"{name} {share:.0%}" for name, share in jit))  # fmt: skip
     machine = doc["conditions"].get("machine")
     if machine:
         lines.append(

@@ -33,12 +33,14 @@ from benchmarks.replication.phases import (
     MM2_DEFAULT,
     MM2_EOS,
     STEADY_FROM,
+    compiler_share,
     kmirror_document,
     mm2_properties,
     parse_value,
     parse_variants,
     set_path,
     steady_rate,
+    thread_delta,
 )
 from benchmarks.replication.report import ratio, ratios, runs_of
 from reconciler.spec.loader import load_text
@@ -250,6 +252,27 @@ def test_steady_rate() -> None:
     assert STEADY_FROM == 0.25
     assert steady_rate(curve, 1000) == 175
     assert steady_rate([(0.0, 0), (1.0, 1000)], 1000) is None
+
+
+def test_compiler_share_counts_only_jit_threads_used_in_the_window() -> None:
+    before = {"C2 CompilerThread": 4.0, "C1 CompilerThread": 1.0, "Executor task launch worker for task ": 2.0}
+    after = {"C2 CompilerThread": 7.0, "C1 CompilerThread": 2.0, "Executor task launch worker for task ": 8.0,
+             "GC Thread#": 1.0}  # fmt: skip
+    # 3 + 1 of the 12 CPU s the replicator used in the window (a thread new in the window counts from zero)
+    assert compiler_share(after, before, 12.0) == 0.33
+    assert compiler_share(after, before, 0.0) is None
+
+
+def test_thread_delta_keeps_each_process_busy_groups_busiest_first() -> None:
+    before = {"replicator": {"C2 CompilerThread": 1.0, "kafka-producer-network-thread | producer-": 0.2}}
+    after = {
+        "replicator": {"C2 CompilerThread": 1.3, "kafka-producer-network-thread | producer-": 3.2, "GC Thread#": 0.9},
+        "target_broker": {"data-plane-kafka-request-handler-": 5.0},
+    }
+    assert thread_delta(after, before) == {
+        "replicator": {"kafka-producer-network-thread | producer-": 3.0, "GC Thread#": 0.9},
+        "target_broker": {"data-plane-kafka-request-handler-": 5.0},
+    }
 
 
 # -- variants ---------------------------------------------------------------------------------------------------
