@@ -6,10 +6,10 @@ them mapped at start, on a 2-core machine: SparkSession up in 2.3 s instead of 4
 archive (`cds_training.py`: the session, Catalyst, code generation, a streaming query, and every class of the
 job's jars, the Kafka connector and kafka-clients, with a client of each kind built; no broker) with
 `-XX:ArchiveClassesAtExit`; local jobs then start with `-XX:SharedArchiveFile`. It is tied to one JVM build and
-one pyspark install (the classpath it recorded), so its name carries both; a JVM that finds it does not match
-says so in the driver log and starts without it. The job jars come through `--jars` (Spark's own class loader):
-the JVM serves their classes from the archive only while their bytes match, so another connector version is
-merely slower, never wrong.
+one pyspark install (the classpath it recorded, each jar with its size and time, as the JVM checks them), so its
+name carries both; a JVM that finds it does not match says so in the driver log and starts without it. The job
+jars come through `--jars` (Spark's own class loader): the JVM serves their classes from the archive only while
+their bytes match, so another connector version is merely slower, never wrong.
 
 `kmirror dev fetch` makes it (about half a minute, once); nothing else does, so `kmirror apply` never pays for it.
 
@@ -43,6 +43,18 @@ def _java_home() -> Path | None:
     return Path(os.path.realpath(java)).parent.parent if java else None
 
 
+def classpath_fingerprint(jars: Path) -> list[str]:
+    """Each jar of the folder with its size and modification time: what the JVM checks before it maps an archive
+    ("A jar file is not the one used while building the shared archive file"). pyspark installed again in the same
+    place (a new venv at the same path) has new times, so its archive gets another name and is recorded again,
+    instead of an old one that every driver would refuse, silently, starting without it."""
+    out = []
+    for jar in sorted(jars.glob("*.jar")):
+        stat = jar.stat()
+        out.append(f"{jar.name} {stat.st_size} {stat.st_mtime_ns}")
+    return out
+
+
 def archive_path() -> Path | None:
     """Where this JVM's and pyspark's archive is (or would be); None without a JVM or pyspark."""
     home = _java_home()
@@ -55,14 +67,13 @@ def archive_path() -> Path | None:
     release = home / "release"
     # The classpath the archive records is the jars' paths: another pyspark install (another venv) is another key.
     spark_home = Path(pyspark.__file__).parent.resolve()
-    jars = sorted(p.name for p in (spark_home / "jars").glob("*.jar"))
     key = hashlib.sha256(
         "\n".join(
             [
                 str(home.resolve()),
                 release.read_text() if release.exists() else "",
                 str(spark_home),
-                *jars,
+                *classpath_fingerprint(spark_home / "jars"),
                 _TRAINING_VERSION,
             ]
         ).encode()
