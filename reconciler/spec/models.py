@@ -12,7 +12,7 @@ Pure: no I/O, no Kafka or Spark imports.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -92,6 +92,13 @@ class StateSpec(SpecModel):
     )
 
 
+def _require_positive_whole(conf: Mapping[str, Any], key: str, must: str, meaning: str, example: str) -> None:
+    """A Spark setting that must be a whole number above 0 when given; else a load error naming it."""
+    value = conf.get(key)
+    if value is not None and not (str(value).strip().isdigit() and int(str(value)) > 0):
+        raise ValueError(f"conf {key} is {value!r}; it must be {must} above 0 ({meaning}), e.g. '{example}'")
+
+
 class SparkSpec(SpecModel):
     """How the replication jobs run."""
 
@@ -142,24 +149,18 @@ class SparkSpec(SpecModel):
                 f"conf spark.kmirror.mode is {mode!r}; use one of {', '.join(defaults.JOB_MODES)} "
                 "(realtime needs a task slot per real-time task)"
             )
-        transactions = self.conf.get("spark.kmirror.transactionIntervalMs")
-        if transactions is not None and not (str(transactions).strip().isdigit() and int(str(transactions)) > 0):
-            raise ValueError(
-                f"conf spark.kmirror.transactionIntervalMs is {transactions!r}; it must be a number of milliseconds "
-                "above 0 (how old an exactly-once flow's transaction gets before it is committed), e.g. '200'"
-            )
-        tasks = self.conf.get(defaults.REALTIME_TASKS_SETTING)
-        if tasks is not None and not (str(tasks).strip().isdigit() and int(str(tasks)) > 0):
-            raise ValueError(
-                f"conf {defaults.REALTIME_TASKS_SETTING} is {tasks!r}; it must be a whole number above 0 (how many "
-                "real-time tasks read the source partitions, each with one consumer), e.g. '8'"
-            )
-        backoff = self.conf.get(defaults.RESTART_BACKOFF_MAX_SETTING)
-        if backoff is not None and not (str(backoff).strip().isdigit() and int(str(backoff)) > 0):
-            raise ValueError(
-                f"conf {defaults.RESTART_BACKOFF_MAX_SETTING} is {backoff!r}; it must be a number of milliseconds "
-                "above 0 (the longest wait before a failed query is restarted), e.g. '30000'"
-            )
+        _require_positive_whole(
+            self.conf, "spark.kmirror.transactionIntervalMs", "a number of milliseconds",
+            "how old an exactly-once flow's transaction gets before it is committed", "200",
+        )  # fmt: skip
+        _require_positive_whole(
+            self.conf, defaults.REALTIME_TASKS_SETTING, "a whole number",
+            "how many real-time tasks read the source partitions, each with one consumer", "8",
+        )  # fmt: skip
+        _require_positive_whole(
+            self.conf, defaults.RESTART_BACKOFF_MAX_SETTING, "a number of milliseconds",
+            "the longest wait before a failed query is restarted", "30000",
+        )  # fmt: skip
         interval = self.conf.get("spark.kmirror.triggerInterval")
         if (
             mode_name == "realtime"

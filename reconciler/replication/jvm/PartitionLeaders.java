@@ -2,7 +2,6 @@ package io.kmirror.replication;
 
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -18,6 +17,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RetriableException;
 
@@ -130,19 +130,22 @@ public final class PartitionLeaders implements AutoCloseable {
         String why = "no answer";
         while (true) {
             try {
-                List<TopicPartition> partitions = partitionsOf(admin(), tp.topic(), deadline);
-                served.addAll(answered(admin(), partitions, served, deadline));
-                if (served.contains(tp)) {
-                    return null;
+                Map<String, Throwable> failed = new HashMap<>();
+                List<TopicPartition> partitions = partitionsOf(admin(), List.of(tp.topic()), deadline, failed);
+                Throwable cause = failed.get(tp.topic());
+                if (cause == null) {
+                    served.addAll(answered(admin(), partitions, served, deadline));
+                    if (served.contains(tp)) {
+                        return null;
+                    }
+                    why = "the leader does not serve it yet";
+                } else if (cause instanceof TimeoutException) {
+                    why = "no answer";
+                } else if (!(cause instanceof RetriableException)) {
+                    return cause.toString(); // not authorized, or the topic is gone for good
+                } else {
+                    why = cause.toString();
                 }
-                why = "the leader does not serve it yet";
-            } catch (ExecutionException e) {
-                if (!(e.getCause() instanceof RetriableException)) {
-                    return e.getCause().toString(); // not authorized, or the topic is gone for good
-                }
-                why = e.getCause().toString();
-            } catch (TimeoutException e) {
-                why = "no answer";
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 return "interrupted";
@@ -160,14 +163,25 @@ public final class PartitionLeaders implements AutoCloseable {
         }
     }
 
-    private static List<TopicPartition> partitionsOf(Admin admin, String topic, long deadline)
-            throws ExecutionException, InterruptedException, TimeoutException {
-        TopicDescription description = admin.describeTopics(Collections.singletonList(topic))
-                .allTopicNames()
-                .get(left(deadline), TimeUnit.MILLISECONDS)
-                .get(topic);
+    /**
+     * The partitions of `topics` (one DescribeTopics); a topic not described by the deadline is put in `failed`
+     * with why (the cause the cluster gave, or a TimeoutException), and has no partitions in the list.
+     */
+    private static List<TopicPartition> partitionsOf(
+            Admin admin, Collection<String> topics, long deadline, Map<String, Throwable> failed)
+            throws InterruptedException {
         List<TopicPartition> out = new ArrayList<>();
-        description.partitions().forEach(p -> out.add(new TopicPartition(topic, p.partition())));
+        Map<String, KafkaFuture<TopicDescription>> described = admin.describeTopics(topics).topicNameValues();
+        for (String topic : topics) {
+            try {
+                described.get(topic).get(left(deadline), TimeUnit.MILLISECONDS).partitions()
+                        .forEach(p -> out.add(new TopicPartition(topic, p.partition())));
+            } catch (ExecutionException e) {
+                failed.put(topic, e.getCause());
+            } catch (TimeoutException e) {
+                failed.put(topic, e);
+            }
+        }
         return out;
     }
 
@@ -238,22 +252,15 @@ public final class PartitionLeaders implements AutoCloseable {
             long pause = 50L;
             try (Admin admin = Admin.create(props)) {
                 while (!pending.isEmpty() && System.currentTimeMillis() + pause < deadline) {
-                    List<TopicPartition> partitions = new ArrayList<>();
-                    Set<String> complete = new HashSet<>(); // topics every partition of which answered
-                    var described = admin.describeTopics(pending).topicNameValues();
-                    for (String topic : pending) {
-                        try {
-                            described.get(topic).get(left(deadline), TimeUnit.MILLISECONDS).partitions()
-                                    .forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
-                            complete.add(topic);
-                        } catch (ExecutionException e) {
-                            if (!(e.getCause() instanceof RetriableException)) {
-                                complete.add(topic); // not authorized, or gone: its gate asks for itself
-                            }
-                        } catch (TimeoutException e) {
-                            // asked again in the next round
+                    Map<String, Throwable> failed = new HashMap<>();
+                    List<TopicPartition> partitions = partitionsOf(admin, pending, deadline, failed);
+                    // Topics every partition of which answered; one not authorized, or gone, is left to its gate.
+                    Set<String> complete = new HashSet<>(pending);
+                    failed.forEach((topic, cause) -> {
+                        if (cause instanceof RetriableException || cause instanceof TimeoutException) {
+                            complete.remove(topic); // asked again in the next round
                         }
-                    }
+                    });
                     served.addAll(answered(admin, partitions, served, deadline));
                     partitions.forEach(tp -> {
                         if (!served.contains(tp)) {
