@@ -16,15 +16,12 @@ from typing import Any
 
 from benchmarks.replication import __doc__ as package_doc
 from benchmarks.replication.common import (
-    SINK_PRODUCER,
-    Cluster,
     Workload,
     clusters,
     create_topics,
-    total_end_offsets,
 )
-from benchmarks.replication.load import producer_perf
-from benchmarks.replication.measure import Conditions, run_measured, steal_seconds
+from benchmarks.replication.load import fill_source
+from benchmarks.replication.measure import Conditions, steal_seconds
 from benchmarks.replication.phases import (
     MM2_DEFAULT,
     MM2_EOS,
@@ -36,6 +33,7 @@ from benchmarks.replication.phases import (
 )
 from benchmarks.replication.report import chart, ratios, runs_of, soak_chart, soak_table, suite_table, table
 from benchmarks.replication.soak import soak_one
+from benchmarks.replication.warmup import warm_brokers, warmup_workload
 from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
 
 #: The standing runs (issue 18): the standard 1 topic x 6 partitions x 1 KB, 100-byte records, 10 topics x 24
@@ -64,6 +62,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--latency-isolation", default="read_committed", choices=["read_committed", "read_uncommitted"],
                    help="isolation.level of the latency readers (read_committed: what exactly-once needs)")  # fmt: skip
     p.add_argument("--phases", default="ceiling,mm2,kmirror", help="comma-separated subset of ceiling,mm2,kmirror")
+    p.add_argument(
+        "--warmup-records",
+        type=int,
+        default=None,
+        help="records each replicator copies (its own set and aliases) before any is measured, so that every one "
+        "meets brokers warm for its kind of requests (default: a tenth of --records; 0: none)",
+    )
     p.add_argument("--mm2-tasks", type=int, default=2, help="MM2 tasks.max (2: one per core)")
     p.add_argument("--mm2-heap", default="1g")
     p.add_argument("--mm2-prop", action="append", default=[], help="extra mm2.properties line key=value")
@@ -113,26 +118,6 @@ def versions() -> dict[str, Any]:
     }
 
 
-def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
-    started = time.monotonic()
-    fill_cpu = 0.0
-    for topic in wl.data_topics:
-        _, cpu = run_measured(producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER))
-        fill_cpu += cpu
-    fill = time.monotonic() - started
-    # The perf tool reports what it sent, not what the source kept: a record it timed out on a loaded machine would
-    # leave every replicator's copy waiting for a count the source never had.
-    held = total_end_offsets(source.admin(), wl.data_topics)
-    if held != wl.records:
-        raise RuntimeError(f"the source holds {held:,} of the {wl.records:,} records loaded (the fill's producer "
-                           "lost some: is the machine overloaded?); run the benchmark again")  # fmt: skip
-    return {
-        "records_per_s_incl_jvm_start": round(wl.records / fill),
-        "seconds": round(fill, 1),
-        "producer_cpu_s": round(fill_cpu, 1),
-    }
-
-
 def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, Any]) -> None:
     """One run on fresh clusters: load the source, then each phase; the machine's conditions around each. Fills
     `doc` (conditions, results, ratios) as it goes: what ran is kept when a later phase fails."""
@@ -166,6 +151,13 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
             with machine.phase("fill"):
                 results["source_fill"] = fill_source(source, wl)
             print(f"[{wl.name}] source loaded: {wl.records:,} records in {results['source_fill']['seconds']}s")
+            warm = warmup_workload(wl, args.warmup_records)
+            if warm is not None and phases & {"mm2", "kmirror"}:
+                replicators = {name: name in phases for name in ("mm2", "kmirror")}
+                results["broker_warmup"] = warm_brokers(
+                    args, warm, work, source, target, replicators, variants[0], machine
+                )
+                print(f"[{wl.name}] brokers warmed: {json.dumps(results['broker_warmup'])}")
             if "ceiling" in phases:
                 try:  # the replicators' figures stand without it
                     with machine.phase("ceiling"):

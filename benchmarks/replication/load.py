@@ -14,11 +14,13 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from benchmarks.replication.common import SINK_PRODUCER, java, partitions_of
+from benchmarks.replication.common import SINK_PRODUCER, Cluster, Workload, java, partitions_of, total_end_offsets
+from benchmarks.replication.measure import run_measured
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs
 
 
@@ -57,6 +59,27 @@ def parse_consumer_perf(out: str) -> dict[str, float]:
     values = [v.strip() for v in lines[at + 1].split(",")]
     row = dict(zip(header, values, strict=False))
     return {"records_per_s": float(row["nMsg.sec"]), "fetch_records_per_s": float(row["fetch.nMsg.sec"])}
+
+
+def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
+    """Load the source with `wl` (the perf producer, topic by topic), and check it holds every record."""
+    started = time.monotonic()
+    fill_cpu = 0.0
+    for topic in wl.data_topics:
+        _, cpu = run_measured(producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER))
+        fill_cpu += cpu
+    fill = time.monotonic() - started
+    # The perf tool reports what it sent, not what the source kept: a record it timed out on a loaded machine would
+    # leave every replicator's copy waiting for a count the source never had.
+    held = total_end_offsets(source.admin(), wl.data_topics)
+    if held != wl.records:
+        raise RuntimeError(f"the source holds {held:,} of the {wl.records:,} records loaded (the fill's producer "
+                           "lost some: is the machine overloaded?); run the benchmark again")  # fmt: skip
+    return {
+        "records_per_s_incl_jvm_start": round(wl.records / fill),
+        "seconds": round(fill, 1),
+        "producer_cpu_s": round(fill_cpu, 1),
+    }
 
 
 # -- workers (run as child processes) ---------------------------------------------------------------------------

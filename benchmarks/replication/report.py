@@ -115,6 +115,12 @@ def table(doc: dict[str, Any]) -> str:
     if jit:
         lines.append("JIT compiler threads' share of the replicator's CPU in the copy window: "
                      + ", ".join(f"{name} {share:.0%}" for name, share in jit))  # fmt: skip
+    warmup = doc.get("results", {}).get("broker_warmup")
+    if warmup:
+        warmed = [name for name in ("mm2", "kmirror") if name in warmup]
+        lines.append(
+            f"brokers warmed first: {', '.join(warmed)} each copied {warmup['records']:,} records of their own"
+        )
     machine = doc["conditions"].get("machine")
     if machine:
         lines.append(

@@ -4,6 +4,7 @@ ratios, variant parsing, the kmirror.yaml a variant makes, MM2's exactly-once pr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -43,6 +44,7 @@ from benchmarks.replication.phases import (
     thread_delta,
 )
 from benchmarks.replication.report import ratio, ratios, runs_of
+from benchmarks.replication.warmup import KMIRROR_WARMUP_INDEX, MM2_WARMUP, warmup_workload
 from reconciler.spec.loader import load_text
 
 pytestmark = pytest.mark.unit
@@ -511,3 +513,22 @@ def test_consumer_perf_row_is_found_above_trailing_warnings() -> None:
     assert parse_consumer_perf(out) == {"records_per_s": 100000.0, "fetch_records_per_s": 103092.8}
     with pytest.raises(RuntimeError, match="unexpected ConsumerPerformance output"):
         parse_consumer_perf("WARNING: nothing consumed\n")
+
+
+def test_the_warm_up_set_has_the_shape_of_the_measured_one_in_topics_of_its_own() -> None:
+    wl = Workload("1kb-10x24", 1024, 24, 10, 1_000_000)
+    warm = warmup_workload(wl, None)
+    assert warm is not None
+    assert (warm.record_size, warm.partitions, warm.topics, warm.records) == (1024, 24, 10, 100_000)
+    assert not set(warm.data_topics) & set(wl.data_topics)  # the measured replicators never see its records
+    assert warmup_workload(wl, 0) is None  # no warm-up asked
+    small = warmup_workload(wl, 7)  # at least a record per partition, split evenly over the topics
+    assert small is not None and small.records == 240 and small.records % small.topics == 0
+
+
+def test_the_warm_up_copies_under_aliases_no_measured_run_uses() -> None:
+    main = parse_variants(variants=["eos delivery=exactly_once"])
+    warm = dataclasses.replace(main[0], name="warmup", index=KMIRROR_WARMUP_INDEX)
+    measured = {v.aliases for v in main} | {MM2_DEFAULT.aliases, MM2_EOS.aliases}
+    assert warm.aliases not in measured and MM2_WARMUP.aliases not in measured
+    assert warm.conf == main[0].conf and warm.producer == main[0].producer  # the default run's settings
