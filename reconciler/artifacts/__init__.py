@@ -3,7 +3,7 @@
 Production code (the runners) and the local clusters (`reconciler.devenv`) both use it; it imports neither.
 """
 
-from reconciler.artifacts.class_archive import driver_java_options, ensure_driver_archive
+from reconciler.artifacts.class_archive import driver_java_options, ensure_driver_archive, prune_archives
 from reconciler.artifacts.interceptor_jar import interceptor_jar, job_jars
 from reconciler.artifacts.jars import (
     KAFKA_SOURCE_VERSION,
@@ -26,5 +26,6 @@ __all__ = [
     "job_jars",
     "kafka_libs",
     "mm2_libs",
+    "prune_archives",
     "spark_kafka_jars",
 ]

@@ -12,6 +12,8 @@ jars come through `--jars` (Spark's own class loader): the JVM serves their clas
 their bytes match, so another connector version is merely slower, never wrong.
 
 `kmirror dev fetch` makes it (about half a minute, once); nothing else does, so `kmirror apply` never pays for it.
+It also deletes the archives in the folder that no install can map any more (`prune_archives`): each records the
+JDK and pyspark folder it was made from, so one whose folder is gone or holds other jars is known dead.
 
 Must not: write outside its cache folder, or fail a job's start (no archive: no option).
 """
@@ -19,10 +21,12 @@ Must not: write outside its cache folder, or fail a job's start (no archive: no 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -55,22 +59,13 @@ def classpath_fingerprint(jars: Path) -> list[str]:
     return out
 
 
-def archive_path() -> Path | None:
-    """Where this JVM's and pyspark's archive is (or would be); None without a JVM or pyspark."""
-    home = _java_home()
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    if home is None:
-        return None
-    release = home / "release"
-    # The classpath the archive records is the jars' paths: another pyspark install (another venv) is another key.
-    spark_home = Path(pyspark.__file__).parent.resolve()
+def _archive_name(java_home: Path, spark_home: Path, pyspark_version: str) -> str:
+    """The name of the archive this JDK and this pyspark folder (its jars as they are now) map."""
+    release = java_home / "release"
     key = hashlib.sha256(
         "\n".join(
             [
-                str(home.resolve()),
+                str(java_home.resolve()),
                 release.read_text() if release.exists() else "",
                 str(spark_home),
                 *classpath_fingerprint(spark_home / "jars"),
@@ -78,7 +73,24 @@ def archive_path() -> Path | None:
             ]
         ).encode()
     ).hexdigest()[:16]
-    return cache_root() / "cds" / f"spark-driver-{pyspark.__version__}-{key}.jsa"
+    return f"spark-driver-{pyspark_version}-{key}.jsa"
+
+
+def _spark_home() -> tuple[Path, str] | None:
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    return Path(pyspark.__file__).parent.resolve(), pyspark.__version__
+
+
+def archive_path() -> Path | None:
+    """Where this JVM's and pyspark's archive is (or would be); None without a JVM or pyspark."""
+    home, spark = _java_home(), _spark_home()
+    if home is None or spark is None:
+        return None
+    # The classpath the archive records is the jars' paths: another pyspark install (another venv) is another key.
+    return cache_root() / "cds" / _archive_name(home, *spark)
 
 
 def driver_java_options() -> list[str]:
@@ -90,13 +102,13 @@ def driver_java_options() -> list[str]:
 def ensure_driver_archive(timeout: float = 300) -> Path:
     """The archive, recorded by a training run of pyspark's `spark-submit` first if missing (one at a time)."""
     target = archive_path()
-    if target is None:
+    home, spark = _java_home(), _spark_home()
+    if target is None or home is None or spark is None:
         raise ArtifactError("a class archive needs Java and pyspark: pip install 'kmirror[spark]'")
-    import pyspark
-
-    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    spark_submit = spark[0] / "bin" / "spark-submit"
     with cache_lock(target.parent / ".lock"):
         if target.exists():
+            _write_record(target, home, *spark)  # one made before archives had records: adopted
             return target
         script = resources.files("reconciler.artifacts") / _TRAINING
         with tempfile.TemporaryDirectory(dir=target.parent) as work:
@@ -111,5 +123,57 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
             result = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=timeout, check=False)
             if result.returncode != 0 or not staging.exists():
                 raise ArtifactError(f"could not record the class archive:\n{(result.stdout + result.stderr)[-2000:]}")
+            _write_record(target, home, *spark)  # before the archive appears: a prune never sees it without one
             staging.replace(target)  # atomic: a JVM never maps half an archive
     return target
+
+
+#: Beside each archive, where it was recorded from (`<archive>.source`, JSON): the JDK and the pyspark folder.
+_RECORD_SUFFIX = ".source"
+#: An archive without a record was made before records were kept; it is deleted once this old.
+UNRECORDED_MAX_AGE_S = 7 * 24 * 3600
+
+
+def _write_record(archive: Path, java_home: Path, spark_home: Path, pyspark_version: str) -> None:
+    record = {"java_home": str(java_home), "spark_home": str(spark_home), "pyspark": pyspark_version}
+    archive.with_name(archive.name + _RECORD_SUFFIX).write_text(json.dumps(record) + "\n")
+
+
+def _still_mapped(archive: Path, now: float) -> bool:
+    """Whether some install can still map `archive`: its JDK and pyspark folder still name it (the same JDK build,
+    the same jars, sizes and times), or, without a record, it is younger than UNRECORDED_MAX_AGE_S."""
+    record = archive.with_name(archive.name + _RECORD_SUFFIX)
+    try:
+        data = json.loads(record.read_text())
+    except FileNotFoundError:
+        return now - archive.stat().st_mtime < UNRECORDED_MAX_AGE_S
+    except (OSError, ValueError):
+        return False
+    try:
+        java_home, spark_home = Path(data["java_home"]), Path(data["spark_home"])
+        return spark_home.is_dir() and _archive_name(java_home, spark_home, str(data["pyspark"])) == archive.name
+    except (KeyError, TypeError, OSError):
+        return False
+
+
+def prune_archives(keep: Path, now: float | None = None) -> list[Path]:
+    """Delete the archives beside `keep` that no install can map any more (its pyspark folder is gone or holds
+    other jars, or its JDK is another build: the JVM would refuse it), with their records; the ones deleted.
+
+    Each venv made again (CI in a fresh clone, a `make setup` after `rm -rf .venv`) records a new archive of about
+    160 MB; without this the cache folder grew by one per install. Runs under the cache folder's lock, as
+    recording does, so it never sees an archive being recorded. A job that mapped a deleted archive keeps its
+    mapping (the file lives on until the JVM exits)."""
+    moment = time.time() if now is None else now
+    removed = []
+    with cache_lock(keep.parent / ".lock"):
+        for archive in sorted(keep.parent.glob("spark-driver-*.jsa")):
+            if archive == keep or _still_mapped(archive, moment):
+                continue
+            archive.unlink(missing_ok=True)
+            archive.with_name(archive.name + _RECORD_SUFFIX).unlink(missing_ok=True)
+            removed.append(archive)
+        for record in keep.parent.glob(f"spark-driver-*.jsa{_RECORD_SUFFIX}"):
+            if not record.with_suffix("").exists():
+                record.unlink(missing_ok=True)  # its archive went another way
+    return removed

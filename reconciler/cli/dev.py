@@ -85,7 +85,8 @@ def _up_brokers(root: Path, brokers: int, options: BrokerOptions) -> None:
 @dev.command()
 def fetch() -> None:
     """Fetch every jar kmirror runs (both Kafka versions, the Spark Kafka connector) into the cache, and record
-    the class archive local jobs' drivers start from (Java's AppCDS: Spark's classes, parsed and verified once).
+    the class archive local jobs' drivers start from (Java's AppCDS: Spark's classes, parsed and verified once);
+    archives recorded for a pyspark install or JDK that is gone or changed are deleted.
 
     The cache is $KMIRROR_CACHE (default ~/.cache/kmirror); Maven must be on PATH.
 
@@ -99,9 +100,12 @@ def fetch() -> None:
         click.echo(f"Kafka {version}: {jars.kafka_libs(version)}")
     connector = jars.spark_kafka_jars()
     click.echo(f"Spark Kafka connector: {connector[0].parent if connector else '(none needed)'}")
-    from reconciler.artifacts import ensure_driver_archive
+    from reconciler.artifacts import ensure_driver_archive, prune_archives
 
-    click.echo(f"Spark driver class archive (local jobs start 3-4 s sooner): {ensure_driver_archive()}")
+    archive = ensure_driver_archive()
+    click.echo(f"Spark driver class archive (local jobs start 3-4 s sooner): {archive}")
+    for gone in prune_archives(archive):
+        click.echo(f"deleted {gone.name}: recorded for a pyspark install or JDK that is gone or changed")
 
 
 @dev.command()
