@@ -22,11 +22,14 @@ def test_spark_batch_read_sees_keys_values_headers_timestamps(
     admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(timeout=20)
     producer = Producer(source.config())
     expected = {}
+    # An hour ago: a record older than the topic's retention (7 days) rolls its segment at the next append and is
+    # deleted by the broker's next retention check (every 5 minutes), so the read saw 0 rows (CI, twice).
+    base_ts = int(time.time() * 1000) - 3_600_000
     for i in range(40):
         key = None if i == 7 else f"key-{i}".encode()
         value = None if i == 9 else f"value-{i}".encode()  # a tombstone
         headers = [("seq", str(i).encode()), ("dup", b"a"), ("dup", b"b")]
-        ts = 1_710_000_000_000 + i * 1000
+        ts = base_ts + i * 1000
         producer.produce(topic_name, key=key, value=value, headers=headers, timestamp=ts, partition=i % 2)
         expected[i] = (key, value, headers, ts)
     assert producer.flush(30) == 0
@@ -40,8 +43,7 @@ def test_spark_batch_read_sees_keys_values_headers_timestamps(
         # Explicit end offsets (20 records per partition): the read is exactly the records produced.
         .option("endingOffsets", json.dumps({topic_name: {"0": 20, "1": 20}}))
     )
-    # A topic created a moment ago can read as empty once on a loaded machine (CI saw 0 rows, no error: the
-    # connector's offset lookup ran before the new topic's metadata); read again, for a bounded time.
+    # A topic created a moment ago may not be in the connector's first metadata yet; read again, for a bounded time.
     deadline = time.monotonic() + 30
     while not (rows := reader.load().selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").collect()):
         if time.monotonic() > deadline:
