@@ -101,6 +101,11 @@ public final class PartitionLeaders implements AutoCloseable {
         return servers == null ? "" : servers.toString().trim();
     }
 
+    /** Whether records to `tp` go through without waiting: its leader served it, or the wait for it is over. */
+    boolean serves(TopicPartition tp) {
+        return tp.partition() >= 0 && served.contains(tp);
+    }
+
     /** Returns once the leader of `tp` serves it (at once when it did before), or when the wait is over. */
     void await(TopicPartition tp) {
         if (tp.partition() < 0 || served.contains(tp)) {

@@ -132,22 +132,24 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         Header[] headers = record.headers().toArray();
         Header last = headers.length == 0 ? null : headers[headers.length - 1];
         TopicPartition tp = new TopicPartition(record.topic(), record.partition() == null ? -1 : record.partition());
-        if (leaders != null) {
+        Lane lane = lane(tp);
+        if (leaders != null && !lane.leaderServes) { // after its first record, a partition costs one field read
             leaders.await(tp); // a new partition's first record waits for its leader (see PartitionLeaders)
+            lane.leaderServes = leaders.serves(tp);
         }
         int keySize = record.key() == null ? -1 : record.key().length;
         int valueSize = record.value() == null ? -1 : record.value().length;
         if (last == null || !HEADER.equals(last.key()) || last.value() == null) {
-            lane(tp).sent(new Pending(null, -1L, -1L, keySize, valueSize)); // keeps the queue aligned
+            lane.sent(new Pending(null, -1L, -1L, keySize, valueSize)); // keeps the queue aligned
             return record;
         }
-        String text = new String(last.value(), StandardCharsets.US_ASCII);
-        int first = text.indexOf(',');
-        int second = text.indexOf(',', first + 1);
-        long timestamp = Long.parseLong(text.substring(0, first));
-        long offset = Long.parseLong(text.substring(first + 1, second));
-        String sourceTopic = text.substring(second + 1);
-        lane(tp).sent(new Pending(sourceTopic, offset, timestamp, keySize, valueSize));
+        // "<timestamp>,<offset>,<topic>" (the job's sink projection), read in place: no string per field
+        byte[] text = last.value();
+        int first = indexOf(text, 0);
+        int second = indexOf(text, first + 1);
+        long timestamp = parseLong(text, 0, first);
+        long offset = parseLong(text, first + 1, second);
+        lane.sent(new Pending(lane.sourceTopic(text, second + 1), offset, timestamp, keySize, valueSize));
         RecordHeaders rest = new RecordHeaders(Arrays.copyOf(headers, headers.length - 1));
         // A negative timestamp (a pre-0.10 record without one) is refused by ProducerRecord: let the producer
         // stamp it, as MM2 does for such records.
@@ -236,7 +238,39 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     }
 
     private Lane lane(TopicPartition tp) {
-        return lanes.computeIfAbsent(tp, k -> new Lane());
+        Lane lane = lanes.get(tp); // the common case without computeIfAbsent's bin lock
+        return lane != null ? lane : lanes.computeIfAbsent(tp, k -> new Lane());
+    }
+
+    /** The index of the first ',' in `bytes` from `from`; a header without one is malformed. */
+    public static int indexOf(byte[] bytes, int from) {
+        for (int i = from; i < bytes.length; i++) {
+            if (bytes[i] == ',') {
+                return i;
+            }
+        }
+        throw new NumberFormatException("no ',' in the " + HEADER + " header after byte " + from);
+    }
+
+    /** The decimal number in bytes [from, to), as Long.parseLong reads it (an optional '-'). */
+    public static long parseLong(byte[] bytes, int from, int to) {
+        boolean negative = from < to && bytes[from] == '-';
+        int i = negative ? from + 1 : from;
+        if (i >= to || to - i > 19) {
+            throw new NumberFormatException("not a number in the " + HEADER + " header at byte " + from);
+        }
+        long value = 0;
+        for (; i < to; i++) {
+            int digit = bytes[i] - '0';
+            if (digit < 0 || digit > 9) {
+                throw new NumberFormatException("not a number in the " + HEADER + " header at byte " + i);
+            }
+            value = value * 10 + digit; // 19 digits can pass Long.MAX_VALUE: the sum then wraps below 0
+            if (value < 0) {
+                throw new NumberFormatException("a number out of range in the " + HEADER + " header");
+            }
+        }
+        return negative ? -value : value;
     }
 
     private void offer(TopicPartition sourcePartition, long upstream, long downstream, boolean now) {
@@ -330,6 +364,39 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         private final ArrayDeque<Pending> inflight = new ArrayDeque<>();
         private OffsetSyncRule rule = new OffsetSyncRule(maxOffsetLag);
         private boolean resync;
+        /** Set once the leader gate let this partition's records through: later records skip the gate. */
+        volatile boolean leaderServes;
+        /** The source topic of the lane's records (one remote partition is fed by one source partition). */
+        private volatile String sourceTopic;
+        private Stats stats;
+        private String statsTopic;
+
+        /** The source topic named by bytes [from, end) of the header, as the lane's one String when it is that. */
+        String sourceTopic(byte[] header, int from) {
+            String known = sourceTopic;
+            int length = header.length - from;
+            if (known != null && known.length() == length) {
+                boolean same = true;
+                for (int i = 0; i < length && same; i++) {
+                    same = known.charAt(i) == (header[from + i] & 0xff);
+                }
+                if (same) {
+                    return known;
+                }
+            }
+            String topic = new String(header, from, length, StandardCharsets.UTF_8);
+            sourceTopic = topic;
+            return topic;
+        }
+
+        /** The acknowledged-records figures of `topic`'s partition `partition` (looked up once per topic). */
+        private Stats stats(String topic, int partition) {
+            if (stats == null || !topic.equals(statsTopic)) {
+                stats = ACKED.computeIfAbsent(new TopicPartition(topic, partition), k -> new Stats());
+                statsTopic = topic;
+            }
+            return stats;
+        }
 
         synchronized void sent(Pending pending) {
             inflight.addLast(pending);
@@ -341,8 +408,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
                 long size = Math.max(0, p.keySize) + Math.max(0, p.valueSize);
                 ACKED_RECORDS.incrementAndGet();
                 ACKED_BYTES.addAndGet(size);
-                ACKED.computeIfAbsent(new TopicPartition(p.topic, metadata.partition()), k -> new Stats())
-                        .add(metadata.topic(), p, size, System.currentTimeMillis());
+                stats(p.topic, metadata.partition()).add(metadata.topic(), p, size, System.currentTimeMillis());
             }
             if (resync) {
                 // Every send has exactly one acknowledgement, so once the queue runs empty it is aligned again.
