@@ -101,10 +101,10 @@ def driver_java_options() -> list[str]:
 
 def ensure_driver_archive(timeout: float = 300) -> Path:
     """The archive, recorded by a training run of pyspark's `spark-submit` first if missing (one at a time)."""
-    target = archive_path()
     home, spark = _java_home(), _spark_home()
-    if target is None or home is None or spark is None:
+    if home is None or spark is None:
         raise ArtifactError("a class archive needs Java and pyspark: pip install 'kmirror[spark]'")
+    target = cache_root() / "cds" / _archive_name(home, *spark)  # archive_path(), from what is needed here too
     spark_submit = spark[0] / "bin" / "spark-submit"
     with cache_lock(target.parent / ".lock"):
         if target.exists():
@@ -134,17 +134,20 @@ _RECORD_SUFFIX = ".source"
 UNRECORDED_MAX_AGE_S = 7 * 24 * 3600
 
 
+def _record_of(archive: Path) -> Path:
+    return archive.with_name(archive.name + _RECORD_SUFFIX)
+
+
 def _write_record(archive: Path, java_home: Path, spark_home: Path, pyspark_version: str) -> None:
     record = {"java_home": str(java_home), "spark_home": str(spark_home), "pyspark": pyspark_version}
-    archive.with_name(archive.name + _RECORD_SUFFIX).write_text(json.dumps(record) + "\n")
+    _record_of(archive).write_text(json.dumps(record) + "\n")
 
 
 def _still_mapped(archive: Path, now: float) -> bool:
     """Whether some install can still map `archive`: its JDK and pyspark folder still name it (the same JDK build,
     the same jars, sizes and times), or, without a record, it is younger than UNRECORDED_MAX_AGE_S."""
-    record = archive.with_name(archive.name + _RECORD_SUFFIX)
     try:
-        data = json.loads(record.read_text())
+        data = json.loads(_record_of(archive).read_text())
     except FileNotFoundError:
         return now - archive.stat().st_mtime < UNRECORDED_MAX_AGE_S
     except (OSError, ValueError):
@@ -171,7 +174,7 @@ def prune_archives(keep: Path, now: float | None = None) -> list[Path]:
             if archive == keep or _still_mapped(archive, moment):
                 continue
             archive.unlink(missing_ok=True)
-            archive.with_name(archive.name + _RECORD_SUFFIX).unlink(missing_ok=True)
+            _record_of(archive).unlink(missing_ok=True)
             removed.append(archive)
         for record in keep.parent.glob(f"spark-driver-*.jsa{_RECORD_SUFFIX}"):
             if not record.with_suffix("").exists():
