@@ -1,6 +1,5 @@
 package io.kmirror.replication;
 
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -15,7 +14,6 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
@@ -39,13 +37,6 @@ import scala.Function1;
  * The consumer, and the records it fetched that the task did not forward before its batch ended, are kept for
  * the next batch's task of the same group (same query, same partitions): it reads on without a new connection
  * or a second fetch of those records. Kept consumers unused for a minute are closed.
- *
- * With `header`, each record gets the replication interceptor's source header appended before it becomes a row
- * (ReplicationInterceptor.sourceHeader: the record's timestamp, offset and topic), so the sink projection passes
- * the headers on as they are instead of building that header in SQL.
- *
- * Per record, the reader compares the record's partition with the one before it (a poll's records come partition
- * by partition) and moves that partition's position: no TopicPartition, map lookup or boxed Long per record.
  */
 final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
     private static final Logger log = LoggerFactory.getLogger(GroupedKafkaReader.class);
@@ -69,34 +60,26 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
 
     private final String key;
     private final boolean failOnDataLoss;
-    private final boolean header;
     private final Function1<ConsumerRecord<byte[], byte[]>, UnsafeRow> toRow;
-    /** Each partition's next offset to forward, as a one-element array the per-record path updates in place. */
-    private final LinkedHashMap<TopicPartition, long[]> next = new LinkedHashMap<>();
-    /** The partition of the record forwarded last, and its entry of `next` (null: not one of this group's). */
-    private String currentTopic;
-    private int currentPartition = -1;
-    private long[] current;
-    private byte[] currentTopicBytes;
+    private final LinkedHashMap<TopicPartition, Long> next = new LinkedHashMap<>();
     private final KafkaConsumer<byte[], byte[]> consumer;
     private Iterator<ConsumerRecord<byte[], byte[]>> fetched = Collections.emptyIterator();
     private UnsafeRow row;
     private long dataLoss;
     private boolean broken;
 
-    GroupedKafkaReader(KafkaBatchInputPartition[] members, boolean header) {
+    GroupedKafkaReader(KafkaBatchInputPartition[] members) {
         KafkaBatchInputPartition first = members[0];
-        this.header = header;
         Map<String, Object> params = first.executorKafkaParams();
         this.failOnDataLoss = first.failOnDataLoss();
         this.toRow = new KafkaRecordToRowConverter().toUnsafeRowProjector(first.includeHeaders());
         for (KafkaBatchInputPartition member : members) {
-            next.put(member.offsetRange().topicPartition(), new long[] {member.offsetRange().fromOffset()});
+            next.put(member.offsetRange().topicPartition(), member.offsetRange().fromOffset());
         }
         this.key = params.get("group.id") + "|" + params.get("bootstrap.servers") + "|" + next.keySet();
         closeIdle();
         Kept kept = KEPT.remove(key);
-        if (kept != null && kept.next.equals(positions())) { // the previous batch's task ended where this one starts
+        if (kept != null && kept.next.equals(next)) { // the previous batch's task ended where this one starts
             consumer = kept.consumer;
             fetched = kept.fetched;
             return;
@@ -117,14 +100,13 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
     private void seekAll() {
         List<TopicPartition> earliest = new ArrayList<>();
         List<TopicPartition> latest = new ArrayList<>();
-        for (Map.Entry<TopicPartition, long[]> e : next.entrySet()) {
-            long offset = e.getValue()[0];
-            if (offset == -2L) {
+        for (Map.Entry<TopicPartition, Long> e : next.entrySet()) {
+            if (e.getValue() == -2L) {
                 earliest.add(e.getKey());
-            } else if (offset == -1L) {
+            } else if (e.getValue() == -1L) {
                 latest.add(e.getKey());
             } else {
-                consumer.seek(e.getKey(), offset);
+                consumer.seek(e.getKey(), e.getValue());
             }
         }
         if (!earliest.isEmpty()) {
@@ -134,10 +116,10 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
             consumer.seekToEnd(latest);
         }
         for (TopicPartition tp : earliest) {
-            next.get(tp)[0] = consumer.position(tp);
+            next.put(tp, consumer.position(tp));
         }
         for (TopicPartition tp : latest) {
-            next.get(tp)[0] = consumer.position(tp);
+            next.put(tp, consumer.position(tp));
         }
     }
 
@@ -153,16 +135,13 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
         while (true) {
             while (fetched.hasNext()) {
                 ConsumerRecord<byte[], byte[]> record = fetched.next();
-                long[] position = position(record.topic(), record.partition());
-                if (position == null || record.offset() < position[0]) {
+                TopicPartition tp = new TopicPartition(record.topic(), record.partition());
+                Long expected = next.get(tp);
+                if (expected == null || record.offset() < expected) {
                     continue; // a partition this group no longer reads, or a record it forwarded already
                 }
-                if (header) {
-                    record.headers().add(new RecordHeader(ReplicationInterceptor.HEADER,
-                            ReplicationInterceptor.sourceHeader(record.timestamp(), record.offset(), currentTopicBytes)));
-                }
                 row = toRow.apply(record);
-                position[0] = record.offset() + 1;
+                next.put(tp, record.offset() + 1);
                 return RecordStatus.newStatusWithoutArrivalTime(true); // Spark 4.1 reads no arrival time
             }
             long left = deadline - System.currentTimeMillis();
@@ -185,39 +164,18 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
         }
     }
 
-    /** The entry of `next` for a record's partition: the previous record's when it is the same partition. */
-    private long[] position(String topic, int partition) {
-        if (partition != currentPartition || !topic.equals(currentTopic)) {
-            current = next.get(new TopicPartition(topic, partition));
-            currentTopicBytes = topic.equals(currentTopic) ? currentTopicBytes : topic.getBytes(StandardCharsets.UTF_8);
-            currentTopic = topic;
-            currentPartition = partition;
-        }
-        return current;
-    }
-
-    /** Each partition's next offset, as Spark's offsets and the kept consumer's hand-over record them. */
-    private Map<TopicPartition, Long> positions() {
-        Map<TopicPartition, Long> copy = new LinkedHashMap<>();
-        next.forEach((tp, offset) -> copy.put(tp, offset[0]));
-        return copy;
-    }
-
     /** Partitions whose next offset left the log: on from the earliest offset, or the latest if past the end. */
     private void moveIntoRange(Set<TopicPartition> partitions) {
         Map<TopicPartition, Long> earliest = consumer.beginningOffsets(partitions);
         Map<TopicPartition, Long> latest = consumer.endOffsets(partitions);
         for (TopicPartition tp : partitions) {
-            long[] position = next.get(tp);
-            long wanted = position == null ? 0L : position[0];
+            long wanted = next.getOrDefault(tp, 0L);
             long to = wanted < earliest.get(tp) ? earliest.get(tp) : latest.get(tp);
             log.warn("{}: offset {} is not on the source (earliest {}, latest {}); reading on from {}. Records may "
                     + "have been lost", tp, wanted, earliest.get(tp), latest.get(tp), to);
             dataLoss++;
             consumer.seek(tp, to);
-            if (position != null) {
-                position[0] = to;
-            }
+            next.put(tp, to);
         }
     }
 
@@ -228,7 +186,7 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
 
     @Override
     public PartitionOffset getOffset() {
-        return new GroupedKafkaSource.GroupOffset(positions());
+        return new GroupedKafkaSource.GroupOffset(next);
     }
 
     @Override
@@ -258,7 +216,7 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
             consumer.close(Duration.ZERO);
             return;
         }
-        Kept previous = KEPT.put(key, new Kept(consumer, positions(), fetched));
+        Kept previous = KEPT.put(key, new Kept(consumer, new LinkedHashMap<>(next), fetched));
         if (previous != null) { // a retried or speculative task of the same group ended too
             previous.consumer.close(Duration.ZERO);
         }

@@ -47,16 +47,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * options, offsets and checkpoint), except that in real-time mode its tasks each read a group of partitions
  * with one consumer (`GroupedKafkaReader`). The option `kmirror.tasks` sets how many tasks the partitions are
  * dealt to (at most one per partition); partitions added while the query runs join the existing tasks.
- * With the option `kmirror.sourceHeader` true, every real-time task is a group (a group of one too), and its
- * reader appends the replication interceptor's source header to each record it reads (see GroupedKafkaReader).
  * Micro-batches are planned and read exactly as Spark's source does.
  */
 public final class GroupedKafkaSource implements TableProvider {
     public static final String NAME = "io.kmirror.replication.GroupedKafkaSource";
     /** The option with the number of real-time tasks (absent, or not above zero: one task per partition). */
     public static final String TASKS = "kmirror.tasks";
-    /** The option that has real-time readers append the source header ("true"; absent: they do not). */
-    public static final String SOURCE_HEADER = "kmirror.sourceHeader";
 
     private final KafkaSourceProvider kafka = new KafkaSourceProvider();
 
@@ -76,20 +72,17 @@ public final class GroupedKafkaSource implements TableProvider {
                 throw new IllegalArgumentException(TASKS + " must be a whole number, not '" + value + "'", e);
             }
         }
-        boolean header = Boolean.parseBoolean(properties.getOrDefault(SOURCE_HEADER, "false").trim());
-        return new GroupedTable((SupportsRead) kafka.getTable(schema, partitioning, properties), tasks, header);
+        return new GroupedTable((SupportsRead) kafka.getTable(schema, partitioning, properties), tasks);
     }
 
     /** Spark's Kafka table; its scans' streams group partitions in real-time mode. */
     private static final class GroupedTable implements SupportsRead {
         private final SupportsRead kafka;
         private final int tasks;
-        private final boolean header;
 
-        GroupedTable(SupportsRead kafka, int tasks, boolean header) {
+        GroupedTable(SupportsRead kafka, int tasks) {
             this.kafka = kafka;
             this.tasks = tasks;
-            this.header = header;
         }
 
         @Override
@@ -111,19 +104,17 @@ public final class GroupedKafkaSource implements TableProvider {
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
             ScanBuilder builder = kafka.newScanBuilder(options);
-            return () -> new GroupedScan(builder.build(), tasks, header);
+            return () -> new GroupedScan(builder.build(), tasks);
         }
     }
 
     private static final class GroupedScan implements Scan {
         private final Scan kafka;
         private final int tasks;
-        private final boolean header;
 
-        GroupedScan(Scan kafka, int tasks, boolean header) {
+        GroupedScan(Scan kafka, int tasks) {
             this.kafka = kafka;
             this.tasks = tasks;
-            this.header = header;
         }
 
         @Override
@@ -143,7 +134,7 @@ public final class GroupedKafkaSource implements TableProvider {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-            return new GroupedStream(kafka.toMicroBatchStream(checkpointLocation), tasks, header);
+            return new GroupedStream(kafka.toMicroBatchStream(checkpointLocation), tasks);
         }
 
         @Override
@@ -167,17 +158,15 @@ public final class GroupedKafkaSource implements TableProvider {
             implements MicroBatchStream, SupportsRealTimeMode, SupportsTriggerAvailableNow, ReportsSourceMetrics {
         private final MicroBatchStream kafka;
         private final int tasks;
-        private final boolean header;
 
-        GroupedStream(MicroBatchStream kafka, int tasks, boolean header) {
+        GroupedStream(MicroBatchStream kafka, int tasks) {
             this.kafka = kafka;
             this.tasks = tasks;
-            this.header = header;
         }
 
         @Override
         public InputPartition[] planInputPartitions(Offset start) {
-            return group(((SupportsRealTimeMode) kafka).planInputPartitions(start), tasks, header);
+            return group(((SupportsRealTimeMode) kafka).planInputPartitions(start), tasks);
         }
 
         @Override
@@ -266,15 +255,12 @@ public final class GroupedKafkaSource implements TableProvider {
 
     /**
      * Spark's one-partition input partitions dealt round-robin, in topic and partition order, to at most `tasks`
-     * groups (so a topic's partitions spread over the tasks; no more than one per task when `tasks` is not above
-     * zero). A group of one stays Spark's own partition, unless the readers append the source header (`header`):
-     * Spark's own reader does not.
+     * groups (so a topic's partitions spread over the tasks); a group of one stays Spark's own partition.
      */
-    static InputPartition[] group(InputPartition[] partitions, int tasks, boolean header) {
-        if (!header && (tasks <= 0 || partitions.length <= tasks)) {
+    static InputPartition[] group(InputPartition[] partitions, int tasks) {
+        if (tasks <= 0 || partitions.length <= tasks) {
             return partitions;
         }
-        int count = tasks <= 0 ? partitions.length : Math.min(tasks, partitions.length);
         List<KafkaBatchInputPartition> sorted = new ArrayList<>();
         for (InputPartition p : partitions) {
             sorted.add((KafkaBatchInputPartition) p);
@@ -282,15 +268,15 @@ public final class GroupedKafkaSource implements TableProvider {
         sorted.sort(Comparator.comparing((KafkaBatchInputPartition p) -> p.offsetRange().topicPartition().topic())
                 .thenComparingInt(p -> p.offsetRange().topicPartition().partition()));
         List<List<KafkaBatchInputPartition>> groups = new ArrayList<>();
-        for (int i = 0; i < count; i++) {
+        for (int i = 0; i < tasks; i++) {
             groups.add(new ArrayList<>());
         }
         for (int i = 0; i < sorted.size(); i++) {
-            groups.get(i % count).add(sorted.get(i));
+            groups.get(i % tasks).add(sorted.get(i));
         }
-        InputPartition[] planned = new InputPartition[count];
-        for (int i = 0; i < count; i++) {
-            planned[i] = new GroupPartition(groups.get(i).toArray(new KafkaBatchInputPartition[0]), header);
+        InputPartition[] planned = new InputPartition[tasks];
+        for (int i = 0; i < tasks; i++) {
+            planned[i] = new GroupPartition(groups.get(i).toArray(new KafkaBatchInputPartition[0]));
         }
         return planned;
     }
@@ -299,12 +285,9 @@ public final class GroupedKafkaSource implements TableProvider {
     static final class GroupPartition implements InputPartition {
         private static final long serialVersionUID = 1L;
         final KafkaBatchInputPartition[] members;
-        /** Whether the reader appends the source header to each record. */
-        final boolean header;
 
-        GroupPartition(KafkaBatchInputPartition[] members, boolean header) {
+        GroupPartition(KafkaBatchInputPartition[] members) {
             this.members = members;
-            this.header = header;
         }
     }
 
@@ -330,8 +313,7 @@ public final class GroupedKafkaSource implements TableProvider {
         @Override
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
             if (partition instanceof GroupPartition) {
-                GroupPartition group = (GroupPartition) partition;
-                return new GroupedKafkaReader(group.members, group.header);
+                return new GroupedKafkaReader(((GroupPartition) partition).members);
             }
             return kafka.createReader(partition);
         }

@@ -242,52 +242,6 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         return lane != null ? lane : lanes.computeIfAbsent(tp, k -> new Lane());
     }
 
-    /**
-     * The source header's value, as the job's sink projection writes it: ASCII "<timestamp>,<offset>,<topic>"
-     * (GroupedKafkaReader writes it in real-time mode, where building it in SQL cost a string per number).
-     */
-    public static byte[] sourceHeader(long timestamp, long offset, byte[] topic) {
-        int t = digits(timestamp);
-        int o = digits(offset);
-        byte[] out = new byte[t + o + 2 + topic.length];
-        writeDigits(timestamp, out, t);
-        out[t] = ',';
-        writeDigits(offset, out, t + 1 + o);
-        out[t + 1 + o] = ',';
-        System.arraycopy(topic, 0, out, t + o + 2, topic.length);
-        return out;
-    }
-
-    /** How many characters Long.toString(value) has. */
-    private static int digits(long value) {
-        if (value < 0) {
-            return value == Long.MIN_VALUE ? 20 : 1 + digits(-value);
-        }
-        int count = 1;
-        for (long rest = value / 10; rest != 0; rest /= 10) {
-            count++;
-        }
-        return count;
-    }
-
-    /** Long.toString(value)'s characters into `out`, ending just before index `end`. */
-    private static void writeDigits(long value, byte[] out, int end) {
-        if (value == Long.MIN_VALUE) { // no positive counterpart: the one value written through a String
-            byte[] text = Long.toString(value).getBytes(StandardCharsets.US_ASCII);
-            System.arraycopy(text, 0, out, end - text.length, text.length);
-            return;
-        }
-        long rest = Math.abs(value);
-        int i = end;
-        do {
-            out[--i] = (byte) ('0' + rest % 10);
-            rest /= 10;
-        } while (rest != 0);
-        if (value < 0) {
-            out[--i] = '-';
-        }
-    }
-
     /** The index of the first ',' in `bytes` from `from`; a header without one is malformed. */
     public static int indexOf(byte[] bytes, int from) {
         for (int i = from; i < bytes.length; i++) {

@@ -1,9 +1,7 @@
-"""The interceptor reads the job's source header (`<timestamp>,<offset>,<topic>`, built by the sink projection in
-micro-batch mode, by the real-time reader otherwise) in place, without a string per field
-(jvm/ReplicationInterceptor.java, `indexOf` and `parseLong`): it must read every number the job writes as
-Long.parseLong does, and refuse anything else (a refused header leaves the record as it came, as an exception in
-any producer interceptor does). The real-time reader's writer (`sourceHeader`) must write what the SQL writes:
-each header read is written again and must come out byte for byte as it went in.
+"""The interceptor reads the job's source header (`<timestamp>,<offset>,<topic>`, built by the sink projection) in
+place, without a string per field (jvm/ReplicationInterceptor.java, `indexOf` and `parseLong`): it must read
+every number the job writes as Long.parseLong does, and refuse anything else (a refused header leaves the record
+as it came, as an exception in any producer interceptor does).
 
 Needs a JDK: the job's jars (the interceptor's compiled as the job does on first use, kafka-clients); a
 single-file Java program calls the interceptor's readers.
@@ -38,9 +36,7 @@ public class ReadHeaders {
                 int second = ReplicationInterceptor.indexOf(header, first + 1);
                 long timestamp = ReplicationInterceptor.parseLong(header, 0, first);
                 long offset = ReplicationInterceptor.parseLong(header, first + 1, second);
-                byte[] topic = line.substring(second + 1).getBytes(StandardCharsets.US_ASCII);
-                byte[] again = ReplicationInterceptor.sourceHeader(timestamp, offset, topic);
-                System.out.println(timestamp + " " + offset + " " + new String(again, StandardCharsets.US_ASCII));
+                System.out.println(timestamp + " " + offset);
             } catch (NumberFormatException e) {
                 System.out.println("refused");
             }
@@ -53,7 +49,7 @@ LONG_MAX = 2**63 - 1
 
 
 def python_reading(header: str) -> str:
-    """What Long.parseLong of each field gives, then the header as the SQL writes it, in the program's format."""
+    """What Long.parseLong of each field gives, in the program's output format."""
     parts = header.split(",", 2)
     if len(parts) < 3:
         return "refused"
@@ -63,10 +59,10 @@ def python_reading(header: str) -> str:
         if not digits or not digits.isdigit() or not -(LONG_MAX + 1) < int(field) <= LONG_MAX:
             return "refused"
         out.append(str(int(field)))
-    return " ".join([*out, f"{int(parts[0])},{int(parts[1])},{parts[2]}"])
+    return " ".join(out)
 
 
-def test_the_source_header_is_read_as_long_parse_long_reads_it_and_written_as_the_sql_writes_it(tmp_path: Path) -> None:
+def test_the_source_header_is_read_as_long_parse_long_reads_it(tmp_path: Path) -> None:
     java = shutil.which("java")
     assert java is not None, "a JDK is needed"
     rng = random.Random(18)
@@ -81,18 +77,10 @@ def test_the_source_header_is_read_as_long_parse_long_reads_it_and_written_as_th
         "1,+5,t",  # Long.parseLong takes '+'; the job never writes one
         "1a,5,t",
         "1,5,topic,with,commas",  # the topic is the rest of the header
-        "0,0,t",
-        "-1,9,t",
-        "9,10,t",  # one digit more at each power of ten
-        "99,100,t",
-        "9223372036854775807,1000000000000000000,t",
-        "-9223372036854775807,0,t",
-        "1,2,",  # an empty topic
     ]
     headers += [
         f"{rng.randrange(-1, 2**41)},{rng.randrange(0, 2**63)},bench.d{rng.randrange(100):02d}" for _ in range(500)
     ]
-    headers += [f"{10**k - 1},{10**k},t" for k in range(1, 19)]
     source = tmp_path / "ReadHeaders.java"
     source.write_text(PROGRAM)
     out = subprocess.run(
