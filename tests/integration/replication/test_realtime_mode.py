@@ -35,6 +35,7 @@ from tests.integration.replication.conftest import (
     create_topic,
     desired_state,
     end_offsets,
+    kill_job,
     read_topic,
     stop_or_kill,
     wait_for,
@@ -86,7 +87,7 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
     try:
         yield f
     finally:
-        stop_or_kill(runner, f.name)
+        kill_job(runner, f.name)  # a graceful stop waits up to INTERVAL_S (the graceful-stop test checks one)
 
 
 def test_the_driver_starts_from_the_class_archive_dev_fetch_records(flow: Flow) -> None:
