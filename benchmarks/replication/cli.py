@@ -50,6 +50,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description=(package_doc or "").splitlines()[0],
     )
     p.add_argument("--record-size", type=int, default=1024, help="bytes of record value (100 or 1024)")
+    p.add_argument(
+        "--headers",
+        type=int,
+        default=0,
+        help="headers on every source record, each the size of a trace context (default 0; the ceiling's perf "
+        "tools send none)",
+    )
     p.add_argument("--partitions", type=int, default=6, help="partitions per source topic (6 or 24)")
     p.add_argument("--topics", type=int, default=1, help="source topics (1 or 10)")
     p.add_argument("--records", type=int, default=500_000, help="records in the whole source set")
@@ -126,6 +133,7 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
     doc |= {
         "conditions": {
             "record_size_bytes": wl.record_size,
+            "headers_per_record": wl.headers,
             "partitions": wl.partitions,
             "topics": wl.topics,
             "records": wl.records,
@@ -213,10 +221,10 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
 
 def workloads(args: argparse.Namespace) -> list[Workload]:
     if args.suite:
-        return [Workload(name, size, partitions, topics, (args.records // topics) * topics)
+        return [Workload(name, size, partitions, topics, (args.records // topics) * topics, headers=args.headers)
                 for name, size, topics, partitions in SUITES[args.suite]]  # fmt: skip
     records = (args.records // args.topics) * args.topics
-    return [Workload("run", args.record_size, args.partitions, args.topics, records)]
+    return [Workload("run", args.record_size, args.partitions, args.topics, records, headers=args.headers)]
 
 
 def write(args: argparse.Namespace, doc: dict[str, Any]) -> None:

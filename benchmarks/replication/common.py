@@ -29,7 +29,8 @@ KMIRROR_ALIASES = ("kmsrc", "kmdst")
 
 @dataclass(frozen=True)
 class Workload:
-    """One source set: T topics `<prefix>NN` of P partitions, N records (split evenly) of S bytes of value."""
+    """One source set: T topics `<prefix>NN` of P partitions, N records (split evenly) of S bytes of value, each
+    with H headers of its own (`headers`; 0: none, as Kafka's perf producer sends them)."""
 
     name: str
     record_size: int
@@ -37,6 +38,7 @@ class Workload:
     topics: int
     records: int
     prefix: str = "bench.d"
+    headers: int = 0
 
     @property
     def data_topics(self) -> list[str]:

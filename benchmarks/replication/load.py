@@ -1,8 +1,9 @@
-"""The load: Kafka's perf tools (filling the source, the ceiling), the steady-rate producer of the latency runs
-and the soak (`_pace`), and the plain librdkafka copy loop of the ceiling (`_copy`).
+"""The load: Kafka's perf tools (filling the source, the ceiling), a librdkafka producer filling it with records
+that carry headers (`_fill`: the perf producer sends none), the steady-rate producer of the latency runs and the
+soak (`_pace`), and the plain librdkafka copy loop of the ceiling (`_copy`).
 
-`_pace` and `_copy` run as their own processes (`python -m benchmarks.replication.load _pace ...`), so that their
-CPU is theirs (wait4's rusage) and they do not share this process's GIL with the latency readers.
+`_fill`, `_pace` and `_copy` run as their own processes (`python -m benchmarks.replication.load _pace ...`), so
+that their CPU is theirs (wait4's rusage) and they do not share this process's GIL with the latency readers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from benchmarks.replication.common import SINK_PRODUCER, Cluster, Workload, java, partitions_of, total_end_offsets
+from benchmarks.replication.common import (
+    SINK_PRODUCER,
+    Cluster,
+    Workload,
+    java,
+    partitions_of,
+    total_end_offsets,
+    worker_command,
+)
 from benchmarks.replication.measure import run_measured
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs
 
@@ -66,7 +75,14 @@ def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
     started = time.monotonic()
     fill_cpu = 0.0
     for topic in wl.data_topics:
-        _, cpu = run_measured(producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER))
+        if wl.headers:
+            cmd = worker_command(
+                "_fill", "--source", source.bootstrap, "--topic", topic, "--records", str(wl.per_topic),
+                "--size", str(wl.record_size), "--headers", str(wl.headers),
+            )  # fmt: skip
+        else:
+            cmd = producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER)
+        _, cpu = run_measured(cmd)
         fill_cpu += cpu
     fill = time.monotonic() - started
     # The perf tool reports what it sent, not what the source kept: a record it timed out on a loaded machine would
@@ -141,6 +157,38 @@ def copy_loop_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def record_headers(count: int) -> list[tuple[str, bytes]]:
+    """`count` headers the size of a trace context each (`traceparent`-like: a 11-byte key, a 55-byte value)."""
+    return [(f"bench-h{i:04d}", os.urandom(55)) for i in range(count)]
+
+
+def fill_worker(args: argparse.Namespace) -> int:
+    """Produce `records` records of `size` random bytes with `headers` headers each, no key, as the perf producer
+    does (its settings: SINK_PRODUCER), and wait for every acknowledgement."""
+    producer = Producer({"bootstrap.servers": args.source, **SINK_PRODUCER})
+    value = os.urandom(args.size)
+    headers = record_headers(args.headers)
+    failed = 0
+
+    def acked(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        failed += err is not None
+
+    for _ in range(args.records):
+        while True:
+            try:
+                producer.produce(args.topic, value, headers=headers, on_delivery=acked)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or failed:
+        print(f"{failed} records failed, {remaining} unflushed", file=sys.stderr)
+        return 1
+    return 0
+
+
 def pace_worker(args: argparse.Namespace) -> int:
     """Produce at a steady rate (records/s) for some seconds, in 10 ms ticks; the record's CreateTime is its send
     time. Prints the records sent, the seconds, and the records sent in each minute (the soak's offered load)."""
@@ -176,7 +224,7 @@ def pace_worker(args: argparse.Namespace) -> int:
 
 def worker_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("worker", choices=["_copy", "_pace"])
+    p.add_argument("worker", choices=["_copy", "_fill", "_pace"])
     p.add_argument("--source", required=True)
     p.add_argument("--target")
     p.add_argument("--topics")
@@ -186,8 +234,10 @@ def worker_main(argv: Sequence[str]) -> int:
     p.add_argument("--rate", type=int)
     p.add_argument("--seconds", type=float)
     p.add_argument("--size", type=int)
+    p.add_argument("--headers", type=int, default=0)
     args = p.parse_args(argv)
-    return copy_loop_worker(args) if args.worker == "_copy" else pace_worker(args)
+    workers = {"_copy": copy_loop_worker, "_fill": fill_worker, "_pace": pace_worker}
+    return workers[args.worker](args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Any
 
 
+def records_described(c: dict[str, Any]) -> str:
+    """'1,000,000 records of 1024 B', with their headers when they carry some."""
+    headers = c.get("headers_per_record", 0)
+    return f"{c['records']:,} records of {c['record_size_bytes']} B" + (f", {headers} headers each" if headers else "")
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     if not a or not b:
         return None
@@ -135,10 +141,7 @@ def suite_table(doc: dict[str, Any]) -> str:
     parts = []
     for name, case in doc["cases"].items():
         c = case["conditions"]
-        parts.append(
-            f"== {name}: {c['topics']} topic(s) x {c['partitions']} partitions, {c['records']:,} records of "
-            f"{c['record_size_bytes']} B"
-        )
+        parts.append(f"== {name}: {c['topics']} topic(s) x {c['partitions']} partitions, {records_described(c)}")
         parts.append(table(case) if case.get("results") else f"(no results: {case.get('error', '?')})")
     m = doc["conditions"].get("machine")
     if m:
@@ -225,7 +228,7 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     quiet = f", quiet={machine['quiet']}" if machine else ""
     fig.suptitle(
         f"{c['topics']} topic(s) x {c['partitions']} partitions, "
-        f"{c['records']:,} records of {c['record_size_bytes']} B; "
+        f"{records_described(c)}; "
         f"{c['cpus']} CPUs, 1-min load avg {c['loadavg_start'][0]:.1f} at start, "
         f"{c.get('loadavg_end', [float('nan')])[0]:.1f} at end (shared machine{quiet})",
         fontsize=11,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.replication.cli import parse_args, workloads
 from benchmarks.replication.common import Cluster, Workload
-from benchmarks.replication.load import parse_consumer_perf
+from benchmarks.replication.load import parse_consumer_perf, record_headers
 from benchmarks.replication.measure import (
     MIB,
     MachineMark,
@@ -43,7 +44,7 @@ from benchmarks.replication.phases import (
     steady_rate,
     thread_delta,
 )
-from benchmarks.replication.report import ratio, ratios, runs_of
+from benchmarks.replication.report import ratio, ratios, records_described, runs_of
 from benchmarks.replication.warmup import KMIRROR_WARMUP_INDEX, MM2_WARMUP, warmup_workload
 from reconciler.spec.loader import load_text
 
@@ -524,6 +525,20 @@ def test_the_warm_up_set_has_the_shape_of_the_measured_one_in_topics_of_its_own(
     assert warmup_workload(wl, 0) is None  # no warm-up asked
     small = warmup_workload(wl, 7)  # at least a record per partition, split evenly over the topics
     assert small is not None and small.records == 240 and small.records % small.topics == 0
+
+
+def test_headers_asked_for_reach_every_case_its_warm_up_and_the_report_line() -> None:
+    args = parse_args(["--suite", "standard", "--headers", "3"])
+    cases = workloads(args)
+    assert [wl.headers for wl in cases] == [3, 3, 3]
+    warm = warmup_workload(cases[0], None)
+    assert warm is not None and warm.headers == 3  # the warm-up meets the brokers with the same records
+    assert workloads(parse_args(["--topics", "2"]))[0].headers == 0  # none unless asked: the perf producer fills
+    headers = record_headers(3)
+    assert len(headers) == 3 and len({k for k, _ in headers}) == 3 and all(len(v) == 55 for _, v in headers)
+    c = {"records": 1_000_000, "record_size_bytes": 1024, "headers_per_record": 3}
+    assert records_described(c) == "1,000,000 records of 1024 B, 3 headers each"
+    assert records_described({"records": 5, "record_size_bytes": 100}) == "5 records of 100 B"  # older reports
 
 
 def test_the_warm_up_copies_under_aliases_no_measured_run_uses() -> None:
