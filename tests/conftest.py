@@ -30,7 +30,7 @@ _RELEASE_MODULES = ("tests/integration/cli/test_release_wheel.py", "tests/integr
 #: The groups that take longest, longest first (measured on 2 cores, `--durations=0`, 2026-11-26): a worker takes
 #: the next group when it is free, so the longest go first and the many short modules fill in at the end, where
 #: they even out the two workers' finishing times. (With only the four longest first, a 4-minute module taken
-#: last left the other worker idle for two minutes.)
+#: last left the other worker idle for almost two minutes.)
 _LONG_GROUPS = (
     "faults",  # about 5-9 minutes
     "faults-brokers",

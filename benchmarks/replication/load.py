@@ -158,7 +158,7 @@ def copy_loop_worker(args: argparse.Namespace) -> int:
 
 
 def record_headers(count: int) -> list[tuple[str, bytes]]:
-    """`count` headers the size of a trace context each (`traceparent`-like: a 11-byte key, a 55-byte value)."""
+    """`count` headers the size of a trace context each (`traceparent`-like: an 11-byte key, a 55-byte value)."""
     return [(f"bench-h{i:04d}", os.urandom(55)) for i in range(count)]
 
 
