@@ -135,19 +135,16 @@ def copy_loop_worker(args: argparse.Namespace) -> int:
         for m in msgs:
             if m.error():
                 raise RuntimeError(str(m.error()))
-            while True:
-                try:
-                    producer.produce(
-                        f"{args.prefix}{m.topic()}",
-                        m.value(),
-                        m.key(),
-                        partition=m.partition(),
-                        timestamp=m.timestamp()[1],
-                        headers=m.headers(),
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_waiting(
+                producer,
+                0.05,
+                f"{args.prefix}{m.topic()}",
+                m.value(),
+                m.key(),
+                partition=m.partition(),
+                timestamp=m.timestamp()[1],
+                headers=m.headers(),
+            )
         producer.poll(0)
         copied += len(msgs)
     remaining = producer.flush(120)
@@ -155,6 +152,16 @@ def copy_loop_worker(args: argparse.Namespace) -> int:
     consumer.close()
     print(json.dumps({"records": copied, "seconds": seconds, "unflushed": remaining}))
     return 0
+
+
+def produce_waiting(producer: Producer, wait_s: float, *args: Any, **kwargs: Any) -> None:
+    """`producer.produce(*args, **kwargs)`, serving deliveries for `wait_s` at a time while the local queue is full."""
+    while True:
+        try:
+            producer.produce(*args, **kwargs)
+            return
+        except BufferError:
+            producer.poll(wait_s)
 
 
 def record_headers(count: int) -> list[tuple[str, bytes]]:
@@ -175,12 +182,7 @@ def fill_worker(args: argparse.Namespace) -> int:
         failed += err is not None
 
     for _ in range(args.records):
-        while True:
-            try:
-                producer.produce(args.topic, value, headers=headers, on_delivery=acked)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, 0.05, args.topic, value, headers=headers, on_delivery=acked)
         producer.poll(0)
     remaining = producer.flush(120)
     if remaining or failed:
@@ -201,12 +203,7 @@ def pace_worker(args: argparse.Namespace) -> int:
     per_minute: list[int] = []
     while time.monotonic() - start < args.seconds:
         for _ in range(per_tick):
-            while True:
-                try:
-                    producer.produce(args.topic, value)
-                    break
-                except BufferError:  # the local queue is full (the broker is behind): wait, the rate drops
-                    producer.poll(0.01)
+            produce_waiting(producer, 0.01, args.topic, value)  # a wait here lowers the rate: the broker is behind
         sent += per_tick
         minute = int((time.monotonic() - start) // 60)
         while len(per_minute) <= minute:

@@ -87,10 +87,12 @@ def _spark_home() -> tuple[Path, str] | None:
 def archive_path() -> Path | None:
     """Where this JVM's and pyspark's archive is (or would be); None without a JVM or pyspark."""
     home, spark = _java_home(), _spark_home()
-    if home is None or spark is None:
-        return None
+    return None if home is None or spark is None else _archive_at(home, *spark)
+
+
+def _archive_at(java_home: Path, spark_home: Path, pyspark_version: str) -> Path:
     # The classpath the archive records is the jars' paths: another pyspark install (another venv) is another key.
-    return cache_root() / "cds" / _archive_name(home, *spark)
+    return cache_root() / "cds" / _archive_name(java_home, spark_home, pyspark_version)
 
 
 def driver_java_options() -> list[str]:
@@ -104,7 +106,7 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
     home, spark = _java_home(), _spark_home()
     if home is None or spark is None:
         raise ArtifactError("a class archive needs Java and pyspark: pip install 'kmirror[spark]'")
-    target = cache_root() / "cds" / _archive_name(home, *spark)  # archive_path(), from what is needed here too
+    target = _archive_at(home, *spark)
     spark_submit = spark[0] / "bin" / "spark-submit"
     with cache_lock(target.parent / ".lock"):
         if target.exists():
