@@ -30,6 +30,7 @@ _SOURCES = (
     "ClientWarmup.java",
     "GroupedKafkaSource.java",
     "GroupedKafkaReader.java",
+    "SourceRows.java",
     "PartitionLeaders.java",
 )
 

@@ -20,16 +20,13 @@ import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
 import org.apache.spark.sql.connector.read.streaming.SupportsRealTimeRead;
 import org.apache.spark.sql.kafka010.KafkaBatchInputPartition;
-import org.apache.spark.sql.kafka010.KafkaRecordToRowConverter;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-
-import scala.Function1;
 
 /**
  * A real-time task's reader of a group of source partitions (GroupedKafkaSource), with one consumer.
  *
- * Rows are Spark's own (KafkaRecordToRowConverter), in each partition's offset order. The task's end offsets
+ * Rows are those of Spark's Kafka source, written by SourceRows, in each partition's offset order. The task's end offsets
  * are the next offset of every partition of the group. A partition whose position is no longer on the source
  * (deleted by retention) goes on from the earliest offset, or from the latest if it is past the end, like Spark's
  * source with failOnDataLoss=false; with failOnDataLoss=true the task fails.
@@ -60,7 +57,7 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
 
     private final String key;
     private final boolean failOnDataLoss;
-    private final Function1<ConsumerRecord<byte[], byte[]>, UnsafeRow> toRow;
+    private final SourceRows rows;
     private final LinkedHashMap<TopicPartition, Long> next = new LinkedHashMap<>();
     private final KafkaConsumer<byte[], byte[]> consumer;
     private Iterator<ConsumerRecord<byte[], byte[]>> fetched = Collections.emptyIterator();
@@ -72,7 +69,7 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
         KafkaBatchInputPartition first = members[0];
         Map<String, Object> params = first.executorKafkaParams();
         this.failOnDataLoss = first.failOnDataLoss();
-        this.toRow = new KafkaRecordToRowConverter().toUnsafeRowProjector(first.includeHeaders());
+        this.rows = new SourceRows(first.includeHeaders());
         for (KafkaBatchInputPartition member : members) {
             next.put(member.offsetRange().topicPartition(), member.offsetRange().fromOffset());
         }
@@ -140,7 +137,7 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
                 if (expected == null || record.offset() < expected) {
                     continue; // a partition this group no longer reads, or a record it forwarded already
                 }
-                row = toRow.apply(record);
+                row = rows.toRow(record);
                 next.put(tp, record.offset() + 1);
                 return RecordStatus.newStatusWithoutArrivalTime(true); // Spark 4.1 reads no arrival time
             }
