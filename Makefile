@@ -16,7 +16,7 @@ ACTIONLINT := $(VENV)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 # build within 10 minutes on a 2-core machine; .ci/promrules/main.go says what it runs.
 PROMRULES := $(VENV)/tools/promrules-$(shell sed -n 's|.*github.com/prometheus/prometheus ||p' .ci/promrules/go.mod)/promrules
 
-.PHONY: setup lint actionlint promrules test test-unit demo demo-down clean
+.PHONY: setup lint actionlint promrules test test-unit demo demo-down lock clean
 
 $(BIN)/kmirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ demo: setup
 
 demo-down:
 	$(BIN)/kmirror dev down
+
+## lock: pin the jar sets kmirror fetches (coordinates, file, SHA-256) in reconciler/artifacts/jvm/locks, resolved with Maven; after a pom, Kafka version or pyspark pin change
+lock: $(BIN)/kmirror
+	$(BIN)/python -m reconciler.artifacts.lock
 
 clean:
 	rm -rf $(VENV) .kmirror .mypy_cache .ruff_cache .pytest_cache

@@ -1,6 +1,6 @@
 """The README's demo, installed and run the way users do: the built wheel with its `spark` extra in a fresh
 virtualenv, no Maven, empty caches. `kmirror dev demo` fetches Kafka and the Spark connector from Maven Central
-itself (Apache Ivy, from pyspark's jars, checksums verified), once, saying so, then runs the demo end to end:
+itself (each set from its committed lock, every jar's SHA-256 checked), once, saying so, then runs the demo end to end:
 plan, apply, replicate to lag 0, the consumer group translated; `kmirror status` shows the running flow and its
 metrics; `kmirror dev down` leaves nothing running. Needs PyPI and Maven Central; slow (a Spark job starts).
 
@@ -38,7 +38,7 @@ def test_the_wheel_runs_the_demo_with_no_maven_and_empty_caches_and_down_leaves_
     env.update(
         KMIRROR_CACHE=str(tmp_path / "cache"),  # nothing fetched yet: a new machine
         KMIRROR_HOME=str(tmp_path / "home"),
-        KMIRROR_RESOLVER="ivy",  # what a machine without `mvn` uses (see test_artifacts for the choice itself)
+        KMIRROR_RESOLVER="",  # the default, Maven or not: the committed locks (test_artifacts covers Maven, Ivy)
         NO_COLOR="1",
     )
 
@@ -66,7 +66,7 @@ def test_the_wheel_runs_the_demo_with_no_maven_and_empty_caches_and_down_leaves_
         took = time.monotonic() - started
         # Kafka 3.9, Kafka 4.x, the Spark connector: each once (the two Kafka fetches run at once, so their
         # progress lines may share a line)
-        fetched = demo.stderr.count("from Maven Central with Apache Ivy")
+        fetched = demo.stderr.count("from Maven Central with the pinned lock")
         assert fetched == 3, demo.stderr[-2000:]
         assert "cutover: ready: lag 0, all 1 group(s) translated" in demo.stdout, demo.stdout[-2000:]
         jars = sorted(p.name for p in (tmp_path / "cache" / "jars").iterdir())
