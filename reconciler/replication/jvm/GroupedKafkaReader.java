@@ -65,11 +65,11 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
     private long dataLoss;
     private boolean broken;
 
-    GroupedKafkaReader(KafkaBatchInputPartition[] members) {
+    GroupedKafkaReader(KafkaBatchInputPartition[] members, boolean sourceHeader) {
         KafkaBatchInputPartition first = members[0];
         Map<String, Object> params = first.executorKafkaParams();
         this.failOnDataLoss = first.failOnDataLoss();
-        this.rows = new SourceRows(first.includeHeaders());
+        this.rows = new SourceRows(first.includeHeaders(), sourceHeader);
         for (KafkaBatchInputPartition member : members) {
             next.put(member.offsetRange().topicPartition(), member.offsetRange().fromOffset());
         }

@@ -47,12 +47,28 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * options, offsets and checkpoint), except that in real-time mode its tasks each read a group of partitions
  * with one consumer (`GroupedKafkaReader`). The option `kmirror.tasks` sets how many tasks the partitions are
  * dealt to (at most one per partition); partitions added while the query runs join the existing tasks.
+ * With the option `kmirror.sourceHeader` true, every real-time task is a group (a group of one too), and its
+ * reader ends each record's headers with the replication interceptor's source header (see SourceRows).
  * Micro-batches are planned and read exactly as Spark's source does.
  */
 public final class GroupedKafkaSource implements TableProvider {
     public static final String NAME = "io.kmirror.replication.GroupedKafkaSource";
     /** The option with the number of real-time tasks (absent, or not above zero: one task per partition). */
     public static final String TASKS = "kmirror.tasks";
+    /** The option that has real-time readers append the source header ("true"; absent: they do not). */
+    public static final String SOURCE_HEADER = "kmirror.sourceHeader";
+
+    /** How real-time tasks read: how many tasks the partitions are dealt to, and whether rows get the header. */
+    static final class Grouping implements Serializable {
+        private static final long serialVersionUID = 1L;
+        final int tasks;
+        final boolean sourceHeader;
+
+        Grouping(int tasks, boolean sourceHeader) {
+            this.tasks = tasks;
+            this.sourceHeader = sourceHeader;
+        }
+    }
 
     private final KafkaSourceProvider kafka = new KafkaSourceProvider();
 
@@ -72,17 +88,19 @@ public final class GroupedKafkaSource implements TableProvider {
                 throw new IllegalArgumentException(TASKS + " must be a whole number, not '" + value + "'", e);
             }
         }
-        return new GroupedTable((SupportsRead) kafka.getTable(schema, partitioning, properties), tasks);
+        boolean header = Boolean.parseBoolean(properties.getOrDefault(SOURCE_HEADER, "false").trim());
+        return new GroupedTable((SupportsRead) kafka.getTable(schema, partitioning, properties),
+                new Grouping(tasks, header));
     }
 
     /** Spark's Kafka table; its scans' streams group partitions in real-time mode. */
     private static final class GroupedTable implements SupportsRead {
         private final SupportsRead kafka;
-        private final int tasks;
+        private final Grouping grouping;
 
-        GroupedTable(SupportsRead kafka, int tasks) {
+        GroupedTable(SupportsRead kafka, Grouping grouping) {
             this.kafka = kafka;
-            this.tasks = tasks;
+            this.grouping = grouping;
         }
 
         @Override
@@ -104,17 +122,17 @@ public final class GroupedKafkaSource implements TableProvider {
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
             ScanBuilder builder = kafka.newScanBuilder(options);
-            return () -> new GroupedScan(builder.build(), tasks);
+            return () -> new GroupedScan(builder.build(), grouping);
         }
     }
 
     private static final class GroupedScan implements Scan {
         private final Scan kafka;
-        private final int tasks;
+        private final Grouping grouping;
 
-        GroupedScan(Scan kafka, int tasks) {
+        GroupedScan(Scan kafka, Grouping grouping) {
             this.kafka = kafka;
-            this.tasks = tasks;
+            this.grouping = grouping;
         }
 
         @Override
@@ -134,7 +152,7 @@ public final class GroupedKafkaSource implements TableProvider {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-            return new GroupedStream(kafka.toMicroBatchStream(checkpointLocation), tasks);
+            return new GroupedStream(kafka.toMicroBatchStream(checkpointLocation), grouping);
         }
 
         @Override
@@ -153,20 +171,20 @@ public final class GroupedKafkaSource implements TableProvider {
         }
     }
 
-    /** Spark's Kafka stream; in real-time mode its partitions are dealt to `tasks` tasks. */
+    /** Spark's Kafka stream; in real-time mode its partitions are dealt to tasks (`grouping`). */
     static final class GroupedStream
             implements MicroBatchStream, SupportsRealTimeMode, SupportsTriggerAvailableNow, ReportsSourceMetrics {
         private final MicroBatchStream kafka;
-        private final int tasks;
+        private final Grouping grouping;
 
-        GroupedStream(MicroBatchStream kafka, int tasks) {
+        GroupedStream(MicroBatchStream kafka, Grouping grouping) {
             this.kafka = kafka;
-            this.tasks = tasks;
+            this.grouping = grouping;
         }
 
         @Override
         public InputPartition[] planInputPartitions(Offset start) {
-            return group(((SupportsRealTimeMode) kafka).planInputPartitions(start), tasks);
+            return group(((SupportsRealTimeMode) kafka).planInputPartitions(start), grouping);
         }
 
         @Override
@@ -254,11 +272,14 @@ public final class GroupedKafkaSource implements TableProvider {
     }
 
     /**
-     * Spark's one-partition input partitions dealt round-robin, in topic and partition order, to at most `tasks`
-     * groups (so a topic's partitions spread over the tasks); a group of one stays Spark's own partition.
+     * Spark's one-partition input partitions dealt round-robin, in topic and partition order, to at most
+     * `grouping.tasks` groups (so a topic's partitions spread over the tasks; one per task when that is not above
+     * zero). A group of one stays Spark's own partition, unless the readers append the source header: Spark's own
+     * reader does not.
      */
-    static InputPartition[] group(InputPartition[] partitions, int tasks) {
-        if (tasks <= 0 || partitions.length <= tasks) {
+    static InputPartition[] group(InputPartition[] partitions, Grouping grouping) {
+        int tasks = grouping.tasks <= 0 ? partitions.length : Math.min(grouping.tasks, partitions.length);
+        if (!grouping.sourceHeader && tasks == partitions.length) {
             return partitions;
         }
         List<KafkaBatchInputPartition> sorted = new ArrayList<>();
@@ -276,7 +297,8 @@ public final class GroupedKafkaSource implements TableProvider {
         }
         InputPartition[] planned = new InputPartition[tasks];
         for (int i = 0; i < tasks; i++) {
-            planned[i] = new GroupPartition(groups.get(i).toArray(new KafkaBatchInputPartition[0]));
+            planned[i] = new GroupPartition(groups.get(i).toArray(new KafkaBatchInputPartition[0]),
+                    grouping.sourceHeader);
         }
         return planned;
     }
@@ -285,9 +307,11 @@ public final class GroupedKafkaSource implements TableProvider {
     static final class GroupPartition implements InputPartition {
         private static final long serialVersionUID = 1L;
         final KafkaBatchInputPartition[] members;
+        final boolean sourceHeader;
 
-        GroupPartition(KafkaBatchInputPartition[] members) {
+        GroupPartition(KafkaBatchInputPartition[] members, boolean sourceHeader) {
             this.members = members;
+            this.sourceHeader = sourceHeader;
         }
     }
 
@@ -313,7 +337,8 @@ public final class GroupedKafkaSource implements TableProvider {
         @Override
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
             if (partition instanceof GroupPartition) {
-                return new GroupedKafkaReader(((GroupPartition) partition).members);
+                GroupPartition group = (GroupPartition) partition;
+                return new GroupedKafkaReader(group.members, group.sourceHeader);
             }
             return kafka.createReader(partition);
         }
