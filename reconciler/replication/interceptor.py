@@ -4,7 +4,8 @@
 record, inside the producer, without Python:
   - Spark 4.0's Kafka sink has no `timestamp` column (`KafkaRowWriter` sends
     `ProducerRecord(topic, partition, key, value, headers)`), so the job carries the source timestamp, offset
-    and topic in a last header (`SOURCE_HEADER`); the interceptor removes it and sets the record's timestamp;
+    and topic in a last header (`SOURCE_HEADER`: written by the real-time reader, `jvm/SourceRows.java`, or by
+    the micro-batch sink projection); the interceptor removes it and sets the record's timestamp;
   - from each acknowledgement it pairs the record's source offset with the offset it landed at and writes MM2's
     offset-syncs with MM2's rule (`jvm/OffsetSyncRule.java`, the same rule as `reconciler.offsets.emitter`).
 `interceptor_settings` gives the producer settings that configure it; `reconciler.artifacts.interceptor_jar`

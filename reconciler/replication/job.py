@@ -9,7 +9,9 @@ bytes, record timestamps: `progress.observed_columns`), projected to the Kafka s
 naming policy's SQL expression), `partition` (the source partition), `key`, `value` (nulls stay nulls:
 tombstones stay tombstones), `headers`, written by Spark's Kafka writer from a thin `foreachBatch` (one pass;
 the Python callback only refuses batches that start after a stop request). Spark 4.0's sink has no timestamp column,
-so the source timestamp, offset and topic travel in one extra last header that the sink producer's interceptor
+so the source timestamp, offset and topic travel in one extra last header (written by the real-time reader,
+`jvm/SourceRows.java`, as it writes each row; built by the projection in micro-batch mode) that the sink
+producer's interceptor
 (`interceptor.py`, `jvm/ReplicationInterceptor.java`) removes: it sets the record timestamp and pairs the source
 offset with the offset the record landed at, writing MM2's offset-syncs with MM2's rule from every record (as
 MirrorSourceTask.commitRecord does), held syncs every few seconds and at exit. The producer is idempotent with

@@ -143,7 +143,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
             lane.sent(new Pending(null, -1L, -1L, keySize, valueSize)); // keeps the queue aligned
             return record;
         }
-        // "<timestamp>,<offset>,<topic>" (the job's sink projection), read in place: no string per field
+        // "<timestamp>,<offset>,<topic>" (SourceRows in real-time mode, else the sink projection), read in place
         byte[] text = last.value();
         int first = indexOf(text, 0);
         int second = indexOf(text, first + 1);
