@@ -168,7 +168,7 @@ def locked(jar_set: JarSet) -> pinned.Lock | None:
     with resources.as_file(lock_file) as path:
         lock = pinned.read_lock(path)
     current = pinned.fingerprint((jvm / "pom.xml").read_text(), jar_set.profiles, jar_set.properties)
-    if lock is None or lock.name != jar_set.name or lock.fingerprint != current:
+    if lock.name != jar_set.name or lock.fingerprint != current:
         return None
     return lock
 
@@ -199,11 +199,14 @@ def _resolve(jar_set: JarSet, staging: Path, mvn: str | None) -> list[str]:
         with cache_lock(cache_root() / ".ivy.lock") if mvn is None else contextlib.nullcontext():
             result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0 or not any(staging.glob("*.jar")):
-        lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.strip()]
-        tail = "\n".join(lines[-15:])
-        raise ArtifactError(f"{tool} could not fetch {jar_set.name} from Maven Central:\n{tail}")
+        raise ArtifactError(f"{tool} could not fetch {jar_set.name} from Maven Central:\n{output_tail(result)}")
     (staging / "ivy.xml").unlink(missing_ok=True)
     return cmd
+
+
+def output_tail(result: subprocess.CompletedProcess[str], lines: int = 15) -> str:
+    """The last non-blank lines of a resolver's output: where Maven and Ivy say what went wrong."""
+    return "\n".join([ln for ln in (result.stdout + result.stderr).splitlines() if ln.strip()][-lines:])
 
 
 @contextlib.contextmanager

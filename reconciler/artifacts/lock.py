@@ -101,8 +101,7 @@ def _sha256(path: Path) -> str:
 def _run(cmd: list[str]) -> None:
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        tail = "\n".join([ln for ln in (result.stdout + result.stderr).splitlines() if ln.strip()][-15:])
-        raise RuntimeError(f"Maven failed:\n{' '.join(cmd)}\n{tail}")
+        raise RuntimeError(f"Maven failed:\n{' '.join(cmd)}\n{jars.output_tail(result)}")
 
 
 if __name__ == "__main__":

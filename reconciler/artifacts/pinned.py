@@ -91,8 +91,8 @@ def repository() -> str:
     return (os.environ.get(REPOSITORY_ENV, "").strip() or MAVEN_CENTRAL).rstrip("/")
 
 
-def read_lock(path: Path) -> Lock | None:
-    """The lock in `path`, or None when there is none."""
+def read_lock(path: Path) -> Lock:
+    """The lock in `path`."""
     try:
         data = json.loads(path.read_text())
         lock = Lock(
@@ -102,8 +102,6 @@ def read_lock(path: Path) -> Lock | None:
             fingerprint=data["fingerprint"],
             jars=tuple(LockedJar(**jar) for jar in data["jars"]),
         )
-    except FileNotFoundError:
-        return None
     except (ValueError, KeyError, TypeError) as e:
         raise LockError(f"the jar lock {path} is unreadable ({e}): regenerate it with `make lock`") from None
     bad = [jar.file for jar in lock.jars if not _FILE.match(jar.file)]
