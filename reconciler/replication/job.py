@@ -491,7 +491,6 @@ class ReplicationJob:
                 break
             if time.monotonic() - last_lag >= LAG_REFRESH_SECONDS:
                 self._refresh_lag(query)
-                self._live_counts()
                 last_lag = time.monotonic()
                 if self._outgrown():
                     break
@@ -587,9 +586,15 @@ class ReplicationJob:
         log.info("metrics on http://0.0.0.0:%d/metrics", bound)
 
     def _refresh_lag(self, query: Any) -> None:
-        """The query's committed positions and the source end offsets, for `kmirror_partition_lag`."""
+        """The query's committed positions and the source end offsets, for `kmirror_partition_lag`.
+
+        The positions are read before the acknowledged counts are drained, and published after: every record of
+        a committed batch was acknowledged before the commit, so a lag of 0 on the endpoint never shows before
+        the counts of the records it covers."""
         try:
-            self.metrics.observe_positions(progress_positions(query.lastProgress))
+            positions = progress_positions(query.lastProgress)
+            self._live_counts()
+            self.metrics.observe_positions(positions)
             partitions = self.metrics.partitions()
             if partitions:
                 self.metrics.observe_source_ends(self.source_admin.end_offsets(partitions))
