@@ -31,6 +31,7 @@ _SOURCES = (
     "GroupedKafkaSource.java",
     "GroupedKafkaReader.java",
     "SourceRows.java",
+    "SourcePosition.java",
     "PartitionLeaders.java",
 )
 

@@ -3,9 +3,10 @@
 `jvm/ReplicationInterceptor.java`, set as the Kafka sink producer's `interceptor.classes`, does two things per
 record, inside the producer, without Python:
   - Spark 4.0's Kafka sink has no `timestamp` column (`KafkaRowWriter` sends
-    `ProducerRecord(topic, partition, key, value, headers)`), so the job carries the source timestamp, offset
-    and topic in a last header (`SOURCE_HEADER`: written by the real-time reader, `jvm/SourceRows.java`, or by
-    the micro-batch sink projection); the interceptor removes it and sets the record's timestamp;
+    `ProducerRecord(topic, partition, key, value, headers)`), so the job gives it each record's source timestamp,
+    offset and topic: in real-time mode the task's reader hands them over on the task's thread
+    (`jvm/SourcePosition.java`); in micro-batch mode the sink projection appends them as a last header
+    (`SOURCE_HEADER`), which the interceptor removes. It sets the record's timestamp;
   - from each acknowledgement it pairs the record's source offset with the offset it landed at and writes MM2's
     offset-syncs with MM2's rule (`jvm/OffsetSyncRule.java`, the same rule as `reconciler.offsets.emitter`).
 `interceptor_settings` gives the producer settings that configure it; `reconciler.artifacts.interceptor_jar`
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 SOURCE_HEADER = "__kmirror.source"
-"""Header the job appends last to every record: ASCII `timestampMs,sourceOffset,sourceTopic`."""
+"""Header the micro-batch job appends last to every record: ASCII `timestampMs,sourceOffset,sourceTopic`."""
 
 INTERCEPTOR_CLASS = "io.kmirror.replication.ReplicationInterceptor"
 SYNC_RULE_CLASS = "io.kmirror.replication.OffsetSyncRule"

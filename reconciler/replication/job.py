@@ -9,10 +9,10 @@ bytes, record timestamps: `progress.observed_columns`), projected to the Kafka s
 naming policy's SQL expression), `partition` (the source partition), `key`, `value` (nulls stay nulls:
 tombstones stay tombstones), `headers`, written by Spark's Kafka writer from a thin `foreachBatch` (one pass;
 the Python callback only refuses batches that start after a stop request). Spark 4.0's sink has no timestamp column,
-so the source timestamp, offset and topic travel in one extra last header (written by the real-time reader,
-`jvm/SourceRows.java`, as it writes each row; built by the projection in micro-batch mode) that the sink
-producer's interceptor
-(`interceptor.py`, `jvm/ReplicationInterceptor.java`) removes: it sets the record timestamp and pairs the source
+so the source timestamp, offset and topic reach the sink producer's interceptor (`interceptor.py`,
+`jvm/ReplicationInterceptor.java`) another way: in real-time mode the task's reader hands them over on the task's
+thread as it reads each row (`jvm/SourcePosition.java`); in micro-batch mode the projection appends them as one
+extra last header, which the interceptor removes. The interceptor sets the record timestamp and pairs the source
 offset with the offset the record landed at, writing MM2's offset-syncs with MM2's rule from every record (as
 MirrorSourceTask.commitRecord does), held syncs every few seconds and at exit. The producer is idempotent with
 `acks=all`, and each Kafka partition is one Spark task, so order within a partition is kept.
@@ -229,10 +229,11 @@ def sink_options(
     return options
 
 
-def sink_projection(flow: FlowSpec, *, header_read: bool = False) -> list[str]:
-    """The sink's columns as SQL expressions over the source's columns. The source header (`SOURCE_HEADER`) goes
-    last in `headers`: built here, or already there when the real-time reader wrote it (`header_read`)."""
-    if header_read:
+def sink_projection(flow: FlowSpec, *, source_header: bool = True) -> list[str]:
+    """The sink's columns as SQL expressions over the source's columns, with the source header (`SOURCE_HEADER`)
+    built here last in `headers` (`source_header`), or without it when the real-time reader hands each row's source
+    position to the interceptor itself (or nothing needs it: exactly-once delivery)."""
+    if not source_header:
         return [f"{flow.spark_remote_topic_expr('topic')} AS topic", "partition", "key", "value", "headers"]
     source = (
         f"named_struct('key', '{SOURCE_HEADER}', 'value', CAST(concat(CAST(unix_millis(timestamp) AS STRING), "
@@ -632,6 +633,17 @@ class ReplicationJob:
         except Exception:
             return None
 
+    def _unpaired(self) -> int | None:
+        """Records the interceptors of the driver's JVM sent without their source position (see
+        jvm/SourcePosition.java: no offset-sync, the producer's timestamp); 0 unless the pairing rule was broken.
+        None if unknown (executors elsewhere)."""
+        try:
+            if not str(self._spark.sparkContext.master).startswith("local"):
+                return None
+            return int(self._spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor.unpairedRecords())
+        except Exception:
+            return None
+
     def _acknowledged(self) -> tuple[int, int] | None:
         """Records and bytes the target acknowledged, from the interceptors of the driver's JVM (local mode)."""
         try:
@@ -676,6 +688,7 @@ class ReplicationJob:
             log.debug("held offset-syncs not flushed from the driver: %s", exc)
 
     def _report(self, *, final: bool = False) -> None:
+        unpaired = self._unpaired()
         log.info(
             "%sbatches=%d records=%d bytes=%d offset-syncs=%s remote-topics-created=%d",
             "final: " if final else "",
@@ -685,6 +698,9 @@ class ReplicationJob:
             self._offset_syncs_sent(),
             len(self.topics.created),
         )
+        if unpaired:
+            log.warning("%d records were sent without their source position (no offset-sync for them)", unpaired)
+            self.status.update(records_without_source=unpaired)
 
     # -- Spark ----------------------------------------------------------------------------------------------
     def _spark_session(self, partitions: int) -> Any:
@@ -777,20 +793,20 @@ class ReplicationJob:
             )
         self._sink = sink_options(self._java(flow.target), producer, self._interceptor)
         source_format = "kafka"
-        # In real-time mode the reader writes the source header as it writes each row (SourceRows): cheaper than
-        # SQL's two casts to string and two concats per record. Exactly-once writes no header.
-        header_read = self.mode == "realtime" and flow.replication.delivery != "exactly_once"
+        # In real-time mode the reader hands each row's source position to the interceptor on the task's thread
+        # (SourcePosition): no header to build, write, convert and strip per record. Exactly-once needs neither.
+        positions = self.mode == "realtime" and flow.replication.delivery != "exactly_once"
         if self.mode == "realtime":
             tasks = self.placement.tasks if self.placement is not None else None
             source_format, source["kmirror.tasks"] = GROUPED_SOURCE, str(tasks or 0)
-            source["kmirror.sourceHeader"] = str(header_read).lower()
+            source["kmirror.sourcePositions"] = str(positions).lower()
         stream = spark.readStream.format(source_format).options(**source).load()
         if not self._acknowledged_metrics():  # else the interceptors count: no aggregate per record needed
             stream = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
         if flow.replication.delivery == "exactly_once":
             return self._start_exactly_once(spark, stream)
         writer = (
-            stream.selectExpr(*sink_projection(flow, header_read=header_read))
+            stream.selectExpr(*sink_projection(flow, source_header=self.mode == "microbatch"))
             .writeStream.queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", self.checkpoint)
         )

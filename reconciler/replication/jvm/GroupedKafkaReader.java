@@ -26,7 +26,9 @@ import org.slf4j.LoggerFactory;
 /**
  * A real-time task's reader of a group of source partitions (GroupedKafkaSource), with one consumer.
  *
- * Rows are those of Spark's Kafka source, written by SourceRows, in each partition's offset order. The task's end offsets
+ * Rows are those of Spark's Kafka source, written by SourceRows, in each partition's offset order. With `positions`,
+ * each row's source position is handed to the replication interceptor on the task's thread (SourcePosition). The
+ * task's end offsets
  * are the next offset of every partition of the group. A partition whose position is no longer on the source
  * (deleted by retention) goes on from the earliest offset, or from the latest if it is past the end, like Spark's
  * source with failOnDataLoss=false; with failOnDataLoss=true the task fails.
@@ -58,6 +60,7 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
     private final String key;
     private final boolean failOnDataLoss;
     private final SourceRows rows;
+    private final boolean positions;
     private final LinkedHashMap<TopicPartition, Long> next = new LinkedHashMap<>();
     private final KafkaConsumer<byte[], byte[]> consumer;
     private Iterator<ConsumerRecord<byte[], byte[]>> fetched = Collections.emptyIterator();
@@ -65,11 +68,12 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
     private long dataLoss;
     private boolean broken;
 
-    GroupedKafkaReader(KafkaBatchInputPartition[] members, boolean sourceHeader) {
+    GroupedKafkaReader(KafkaBatchInputPartition[] members, boolean positions) {
         KafkaBatchInputPartition first = members[0];
         Map<String, Object> params = first.executorKafkaParams();
         this.failOnDataLoss = first.failOnDataLoss();
-        this.rows = new SourceRows(first.includeHeaders(), sourceHeader);
+        this.rows = new SourceRows(first.includeHeaders());
+        this.positions = positions;
         for (KafkaBatchInputPartition member : members) {
             next.put(member.offsetRange().topicPartition(), member.offsetRange().fromOffset());
         }
@@ -138,6 +142,9 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
                     continue; // a partition this group no longer reads, or a record it forwarded already
                 }
                 row = rows.toRow(record);
+                if (positions) {
+                    SourcePosition.current().set(record);
+                }
                 next.put(tp, record.offset() + 1);
                 return RecordStatus.newStatusWithoutArrivalTime(true); // Spark 4.1 reads no arrival time
             }
@@ -209,6 +216,9 @@ final class GroupedKafkaReader implements SupportsRealTimeRead<InternalRow> {
     /** Keeps the consumer for the group's next task, unless this task failed. */
     @Override
     public void close() {
+        if (positions) {
+            SourcePosition.current().clear(); // a row read and not sent must not pair with a later send
+        }
         if (broken) {
             consumer.close(Duration.ZERO);
             return;

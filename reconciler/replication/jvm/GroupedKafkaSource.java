@@ -47,26 +47,26 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * options, offsets and checkpoint), except that in real-time mode its tasks each read a group of partitions
  * with one consumer (`GroupedKafkaReader`). The option `kmirror.tasks` sets how many tasks the partitions are
  * dealt to (at most one per partition); partitions added while the query runs join the existing tasks.
- * With the option `kmirror.sourceHeader` true, every real-time task is a group (a group of one too), and its
- * reader ends each record's headers with the replication interceptor's source header (see SourceRows).
+ * With the option `kmirror.sourcePositions` true, every real-time task is a group (a group of one too), and its
+ * reader hands each row's source position to the replication interceptor (see SourcePosition).
  * Micro-batches are planned and read exactly as Spark's source does.
  */
 public final class GroupedKafkaSource implements TableProvider {
     public static final String NAME = "io.kmirror.replication.GroupedKafkaSource";
     /** The option with the number of real-time tasks (absent, or not above zero: one task per partition). */
     public static final String TASKS = "kmirror.tasks";
-    /** The option that has real-time readers append the source header ("true"; absent: they do not). */
-    public static final String SOURCE_HEADER = "kmirror.sourceHeader";
+    /** The option that has real-time readers hand on each row's source position ("true"; absent: they do not). */
+    public static final String SOURCE_POSITIONS = "kmirror.sourcePositions";
 
-    /** How real-time tasks read: how many tasks the partitions are dealt to, and whether rows get the header. */
+    /** How real-time tasks read: how many tasks the partitions are dealt to, and whether they hand on positions. */
     static final class Grouping implements Serializable {
         private static final long serialVersionUID = 1L;
         final int tasks;
-        final boolean sourceHeader;
+        final boolean positions;
 
-        Grouping(int tasks, boolean sourceHeader) {
+        Grouping(int tasks, boolean positions) {
             this.tasks = tasks;
-            this.sourceHeader = sourceHeader;
+            this.positions = positions;
         }
     }
 
@@ -88,9 +88,9 @@ public final class GroupedKafkaSource implements TableProvider {
                 throw new IllegalArgumentException(TASKS + " must be a whole number, not '" + value + "'", e);
             }
         }
-        boolean header = Boolean.parseBoolean(properties.getOrDefault(SOURCE_HEADER, "false").trim());
+        boolean positions = Boolean.parseBoolean(properties.getOrDefault(SOURCE_POSITIONS, "false").trim());
         return new GroupedTable((SupportsRead) kafka.getTable(schema, partitioning, properties),
-                new Grouping(tasks, header));
+                new Grouping(tasks, positions));
     }
 
     /** Spark's Kafka table; its scans' streams group partitions in real-time mode. */
@@ -274,12 +274,12 @@ public final class GroupedKafkaSource implements TableProvider {
     /**
      * Spark's one-partition input partitions dealt round-robin, in topic and partition order, to at most
      * `grouping.tasks` groups (so a topic's partitions spread over the tasks; one per task when that is not above
-     * zero). A group of one stays Spark's own partition, unless the readers append the source header: Spark's own
-     * reader does not.
+     * zero). A group of one stays Spark's own partition, unless the readers hand on source positions: Spark's
+     * own reader does not.
      */
     static InputPartition[] group(InputPartition[] partitions, Grouping grouping) {
         int tasks = grouping.tasks <= 0 ? partitions.length : Math.min(grouping.tasks, partitions.length);
-        if (!grouping.sourceHeader && tasks == partitions.length) {
+        if (!grouping.positions && tasks == partitions.length) {
             return partitions;
         }
         List<KafkaBatchInputPartition> sorted = new ArrayList<>();
@@ -298,7 +298,7 @@ public final class GroupedKafkaSource implements TableProvider {
         InputPartition[] planned = new InputPartition[tasks];
         for (int i = 0; i < tasks; i++) {
             planned[i] = new GroupPartition(groups.get(i).toArray(new KafkaBatchInputPartition[0]),
-                    grouping.sourceHeader);
+                    grouping.positions);
         }
         return planned;
     }
@@ -307,11 +307,11 @@ public final class GroupedKafkaSource implements TableProvider {
     static final class GroupPartition implements InputPartition {
         private static final long serialVersionUID = 1L;
         final KafkaBatchInputPartition[] members;
-        final boolean sourceHeader;
+        final boolean positions;
 
-        GroupPartition(KafkaBatchInputPartition[] members, boolean sourceHeader) {
+        GroupPartition(KafkaBatchInputPartition[] members, boolean positions) {
             this.members = members;
-            this.sourceHeader = sourceHeader;
+            this.positions = positions;
         }
     }
 
@@ -338,7 +338,7 @@ public final class GroupedKafkaSource implements TableProvider {
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
             if (partition instanceof GroupPartition) {
                 GroupPartition group = (GroupPartition) partition;
-                return new GroupedKafkaReader(group.members, group.sourceHeader);
+                return new GroupedKafkaReader(group.members, group.positions);
             }
             return kafka.createReader(partition);
         }

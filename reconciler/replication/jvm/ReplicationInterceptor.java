@@ -28,10 +28,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * offset-syncs from the exact (source offset, target offset) pair of every record, as MirrorSourceTask does
  * in commitRecord.
  *
- * The replication job appends one last header, "__kmirror.source", to every record: ASCII
- * "timestampMs,sourceOffset,sourceTopic" (Spark 4.0's Kafka sink has no timestamp column, and the sink does
- * not know where a row came from). onSend removes exactly that last header, sets the record's timestamp and
- * queues the record's source position on its target partition. The producer acknowledges a partition's
+ * Spark's Kafka sink has no timestamp column, and does not know where a row came from, so the job tells the
+ * interceptor each record's source position (topic, offset, timestamp), one of two ways:
+ *   - real-time mode: the task's reader hands it over on the task's thread (SourcePosition);
+ *   - micro-batch mode: the sink projection appends one last header, "__kmirror.source", ASCII
+ *     "timestampMs,sourceOffset,sourceTopic", which onSend removes.
+ * onSend sets the record's timestamp and queues the record's source position on its target partition. The producer acknowledges a partition's
  * records in the order they were sent (idempotent producer, one callback per send, failures included), so
  * onAcknowledgement takes the queue's head: that record's source offset landed at metadata.offset(). The
  * pair goes through MM2's rule (OffsetSyncRule); a due sync is sent at once, the others are held per
@@ -68,6 +70,8 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
      */
     private static final AtomicLong ACKED_RECORDS = new AtomicLong();
     private static final AtomicLong ACKED_BYTES = new AtomicLong();
+    /** Records sent without their source position because they did not match their task's last row. */
+    private static final AtomicLong UNPAIRED = new AtomicLong();
 
     /**
      * Per source partition, what was acknowledged since the last drainAcknowledged(): count, bytes, source
@@ -129,8 +133,7 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
 
     @Override
     public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
-        Header[] headers = record.headers().toArray();
-        Header last = headers.length == 0 ? null : headers[headers.length - 1];
+        SourcePosition position = SourcePosition.current();
         TopicPartition tp = new TopicPartition(record.topic(), record.partition() == null ? -1 : record.partition());
         Lane lane = lane(tp);
         if (leaders != null && !lane.leaderServes) { // after its first record, a partition costs one field read
@@ -139,22 +142,49 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
         }
         int keySize = record.key() == null ? -1 : record.key().length;
         int valueSize = record.value() == null ? -1 : record.value().length;
+        if (position.isSet()) { // real-time mode: the row this thread's reader just read (see SourcePosition)
+            if (position.take(keySize, valueSize)) {
+                long timestamp = position.timestamp();
+                lane.sent(new Pending(position.topic(), position.offset(), timestamp, keySize, valueSize));
+                return withTimestamp(record, timestamp, record.headers());
+            }
+            long n = UNPAIRED.incrementAndGet();
+            if (n % 1000 == 1) {
+                report("a record to " + tp + " does not match the row its task read last; sent without its source "
+                        + "position: no offset-sync, the producer's timestamp (" + n + ")");
+            }
+            lane.sent(new Pending(null, -1L, -1L, keySize, valueSize)); // keeps the queue aligned
+            return record;
+        }
+        Header[] headers = record.headers().toArray();
+        Header last = headers.length == 0 ? null : headers[headers.length - 1];
         if (last == null || !HEADER.equals(last.key()) || last.value() == null) {
             lane.sent(new Pending(null, -1L, -1L, keySize, valueSize)); // keeps the queue aligned
             return record;
         }
-        // "<timestamp>,<offset>,<topic>" (SourceRows in real-time mode, else the sink projection), read in place
+        // "<timestamp>,<offset>,<topic>" (the micro-batch sink projection), read in place
         byte[] text = last.value();
         int first = indexOf(text, 0);
         int second = indexOf(text, first + 1);
         long timestamp = parseLong(text, 0, first);
         long offset = parseLong(text, first + 1, second);
         lane.sent(new Pending(lane.sourceTopic(text, second + 1), offset, timestamp, keySize, valueSize));
-        RecordHeaders rest = new RecordHeaders(Arrays.copyOf(headers, headers.length - 1));
-        // A negative timestamp (a pre-0.10 record without one) is refused by ProducerRecord: let the producer
-        // stamp it, as MM2 does for such records.
+        return withTimestamp(record, timestamp, new RecordHeaders(Arrays.copyOf(headers, headers.length - 1)));
+    }
+
+    /**
+     * The record with the source's timestamp and these headers. A negative timestamp (a pre-0.10 record without
+     * one) is refused by ProducerRecord: the producer stamps it, as MM2 does for such records.
+     */
+    private static ProducerRecord<byte[], byte[]> withTimestamp(ProducerRecord<byte[], byte[]> record, long timestamp,
+            Iterable<Header> headers) {
         Long kept = timestamp >= 0 ? timestamp : null;
-        return new ProducerRecord<>(record.topic(), record.partition(), kept, record.key(), record.value(), rest);
+        return new ProducerRecord<>(record.topic(), record.partition(), kept, record.key(), record.value(), headers);
+    }
+
+    /** Records this JVM sent without their source position because they did not match their task's last row. */
+    public static long unpairedRecords() {
+        return UNPAIRED.get();
     }
 
     @Override

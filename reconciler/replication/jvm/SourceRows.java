@@ -17,32 +17,20 @@ import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
  * record that cost a third more CPU per record than the same records without headers. This writes the same bytes
  * (a test compares them with Spark's) in one pass.
  *
- * With `sourceHeader`, the headers end with the replication interceptor's source header
- * (ReplicationInterceptor.HEADER: ASCII "<timestamp>,<offset>,<topic>"), which the job's sink projection would
- * otherwise build in SQL per record (two numbers cast to strings, a string concat, an array concat).
- *
  * The row is reused: each call overwrites the one before, as a Spark projection does.
  */
 public final class SourceRows {
     private static final int HEADERS = 7;
-    private static final byte[] SOURCE_KEY = ReplicationInterceptor.HEADER.getBytes(StandardCharsets.UTF_8);
 
     private final boolean includeHeaders;
-    private final boolean sourceHeader;
     private final UnsafeRowWriter row;
     private final UnsafeArrayWriter headers;
     private final UnsafeRowWriter header;
-    /** The source header's value of the current record: two numbers, two commas, the topic. */
-    private byte[] source = new byte[64];
     private String topic;
     private byte[] topicBytes;
 
-    public SourceRows(boolean includeHeaders, boolean sourceHeader) {
-        if (sourceHeader && !includeHeaders) {
-            throw new IllegalArgumentException("the source header is one of the headers: the source must include them");
-        }
+    public SourceRows(boolean includeHeaders) {
         this.includeHeaders = includeHeaders;
-        this.sourceHeader = sourceHeader;
         this.row = new UnsafeRowWriter(includeHeaders ? 8 : 7, 1024);
         this.headers = new UnsafeArrayWriter(row, 8);
         this.header = new UnsafeRowWriter(headers, 2);
@@ -68,19 +56,15 @@ public final class SourceRows {
         return row.getRow();
     }
 
-    /**
-     * An array of (key, value) structs: the record's headers, then the source header when asked for. Null when
-     * there are none, as Spark's source gives a record without headers.
-     */
+    /** An array of (key, value) structs; null when there are none, as Spark's source gives such a record. */
     private void writeHeaders(ConsumerRecord<byte[], byte[]> record) {
         Header[] all = record.headers().toArray();
-        int count = all.length + (sourceHeader ? 1 : 0);
-        if (count == 0) {
+        if (all.length == 0) {
             row.setNullAt(HEADERS);
             return;
         }
         int arrayStart = row.cursor();
-        headers.initialize(count);
+        headers.initialize(all.length);
         for (int i = 0; i < all.length; i++) {
             int elementStart = headers.cursor();
             header.resetRowWriter();
@@ -88,52 +72,7 @@ public final class SourceRows {
             writeBinary(header, 1, all[i].value());
             headers.setOffsetAndSizeFromPreviousCursor(i, elementStart);
         }
-        if (sourceHeader) {
-            int length = writeSource(record.timestamp(), record.offset()); // may grow `source`: before reading it
-            int elementStart = headers.cursor();
-            header.resetRowWriter();
-            header.write(0, SOURCE_KEY);
-            header.write(1, source, 0, length);
-            headers.setOffsetAndSizeFromPreviousCursor(all.length, elementStart);
-        }
         row.setOffsetAndSizeFromPreviousCursor(HEADERS, arrayStart);
-    }
-
-    /** "<timestamp>,<offset>,<topic>" into `source`, as Long.toString writes the numbers; its length. */
-    private int writeSource(long timestamp, long offset) {
-        int need = 20 + 1 + 20 + 1 + topicBytes.length;
-        if (source.length < need) {
-            source = new byte[need];
-        }
-        int at = writeLong(timestamp, 0);
-        source[at++] = ',';
-        at = writeLong(offset, at);
-        source[at++] = ',';
-        System.arraycopy(topicBytes, 0, source, at, topicBytes.length);
-        return at + topicBytes.length;
-    }
-
-    /** Long.toString(value)'s characters into `source` from `at`; the index after them. */
-    private int writeLong(long value, int at) {
-        if (value < 0) {
-            source[at++] = '-';
-        }
-        int end = at + digits(value);
-        long rest = value;
-        for (int i = end - 1; i >= at; i--) {
-            source[i] = (byte) ('0' + Math.abs(rest % 10)); // the remainder of a negative number is negative
-            rest /= 10;
-        }
-        return end;
-    }
-
-    /** How many digits Long.toString(value) has, without its sign. */
-    private static int digits(long value) {
-        int count = 1;
-        for (long rest = value / 10; rest != 0; rest /= 10) {
-            count++;
-        }
-        return count;
     }
 
     private static void writeBinary(UnsafeRowWriter writer, int ordinal, byte[] bytes) {

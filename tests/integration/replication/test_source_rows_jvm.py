@@ -1,9 +1,7 @@
 """The real-time reader's rows (jvm/SourceRows.java) are byte for byte the rows Spark's Kafka source gives
 (KafkaRecordToRowConverter), with and without the headers column, for records with and without key, value,
 headers, header values, multi-byte header keys and topic names, a record without timestamp, and a record right
-after one with more headers (the row is reused). With the source header on, they are Spark's row of the record
-with the header the job's SQL would append ("<timestamp>,<offset>,<topic>") last. A difference would change what
-the sink writes, or what the interceptor reads as the record's source position.
+after one with more headers (the row is reused). A difference would change what the sink writes.
 
 Needs a JDK: the job's jars (the interceptor's compiled as the job does on first use, Spark's Kafka connector)
 and pyspark's jars; a single-file Java program converts each record both ways and compares the rows.
@@ -63,26 +61,17 @@ public class CompareRows {
         records.add(record("orders", 1, 3, 1L, TimestampType.CREATE_TIME, "after a bigger row", "v"));
         records.add(record("orders", 1, 4, Long.MAX_VALUE / 1000, TimestampType.CREATE_TIME, "k", "v", "h", "1"));
         records.add(record("t".repeat(249), 2, 0, -1L, TimestampType.NO_TIMESTAMP_TYPE, "a long topic", "v"));
-        for (String mode : new String[] {"no-headers", "headers", "headers+source"}) {
+        for (String mode : new String[] {"no-headers", "headers"}) {
             boolean includeHeaders = !mode.equals("no-headers");
-            boolean sourceHeader = mode.equals("headers+source");
             var spark = new KafkaRecordToRowConverter().toUnsafeRowProjector(includeHeaders);
-            SourceRows ours = new SourceRows(includeHeaders, sourceHeader);
+            SourceRows ours = new SourceRows(includeHeaders);
             for (ConsumerRecord<byte[], byte[]> r : records) {
-                UnsafeRow expected = spark.apply(sourceHeader ? withSourceHeader(r) : r).copy();
+                UnsafeRow expected = spark.apply(r).copy();
                 UnsafeRow actual = ours.toRow(r).copy();
                 System.out.println(mode + " " + r.offset() + " " + (expected.equals(actual)
                         ? "same" : "differs: spark " + expected + " ours " + actual));
             }
         }
-    }
-
-    /** The record with the header the job's SQL appends: "<timestamp>,<offset>,<topic>" (numbers as strings). */
-    static ConsumerRecord<byte[], byte[]> withSourceHeader(ConsumerRecord<byte[], byte[]> r) {
-        RecordHeaders all = new RecordHeaders(r.headers().toArray());
-        all.add("__kmirror.source", b(r.timestamp() + "," + r.offset() + "," + r.topic()));
-        return new ConsumerRecord<>(r.topic(), r.partition(), r.offset(), r.timestamp(), r.timestampType(), -1, -1,
-                r.key(), r.value(), all, Optional.empty());
     }
 }
 """
@@ -99,5 +88,5 @@ def test_the_readers_rows_are_the_bytes_of_sparks_kafka_source(tmp_path: Path) -
     )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert len(lines) == 3 * 8, out.stdout
+    assert len(lines) == 2 * 8, out.stdout
     assert all(line.endswith(" same") for line in lines), out.stdout
