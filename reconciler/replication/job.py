@@ -79,6 +79,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -343,10 +344,16 @@ class ReplicationJob:
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
         partitions = self.topics.replicated_partitions()
         self.placement = self._place(partitions)
-        spark = self._spark = self._spark_session(partitions)
-        self._warm_clients(spark)
-        self._check_mode(spark)  # before anything is created on the clusters
-        self.topics.refresh()
+        requested = requested_mode(dict(self.spec.spark.conf))
+        if requested is not None:
+            job_mode(requested)  # a bad setting stops the job before anything is created on the clusters
+        # The remote topics are created or grown while the Spark session starts (seconds, its own threads).
+        with ThreadPoolExecutor(1, thread_name_prefix="kmirror-remote-topics") as pool:
+            remote_topics = pool.submit(self.topics.refresh)
+            spark = self._spark = self._spark_session(partitions)
+            self._warm_clients(spark)
+            self._check_mode(spark, partitions)
+            remote_topics.result()
         self.source_admin = source_admin
         self._syncs = (syncs_cluster, syncs_topic)
         self._choose_start(spark)
@@ -523,13 +530,12 @@ class ReplicationJob:
             deploy=spark.deploy, master=spark.master, conf=dict(spark.conf), partitions=partitions, slots_now=slots_now
         )
 
-    def _check_mode(self, spark: Any) -> None:
+    def _check_mode(self, spark: Any, partitions: int) -> None:
         """`spark.kmirror.mode` (validated), or the automatic choice, on the task slots the context has."""
         requested = spark.conf.get(MODE, None)
         if requested is not None:
             job_mode(str(requested))
         sc = spark.sparkContext
-        partitions = self.topics.replicated_partitions()
         slots = self._task_slots(sc, partitions)
         placement = self._place(partitions, slots)
         if placement.mode == "realtime" and slots < 1:
