@@ -33,12 +33,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   - real-time mode: the task's reader hands it over on the task's thread (SourcePosition);
  *   - micro-batch mode: the sink projection appends one last header, "__kmirror.source", ASCII
  *     "timestampMs,sourceOffset,sourceTopic", which onSend removes.
- * onSend sets the record's timestamp and queues the record's source position on its target partition. The producer acknowledges a partition's
- * records in the order they were sent (idempotent producer, one callback per send, failures included), so
- * onAcknowledgement takes the queue's head: that record's source offset landed at metadata.offset(). The
- * pair goes through MM2's rule (OffsetSyncRule); a due sync is sent at once, the others are held per
- * partition and the newest held one is sent every kmirror.offset.syncs.flush.ms (MM2's
- * promoteDelayedOffsetSyncs), at close and at JVM exit. The serialized key and value sizes of each
+ * onSend sets the record's timestamp and queues the record's source position on its target partition. The
+ * producer acknowledges a partition's records in the order they were sent (idempotent producer, one callback
+ * per send, failures included), so onAcknowledgement takes the queue's head: that record's source offset
+ * landed at metadata.offset(). The pair goes through MM2's rule (OffsetSyncRule); a due sync is sent at once,
+ * the others are held per partition and the newest held one is sent every kmirror.offset.syncs.flush.ms
+ * (MM2's promoteDelayedOffsetSyncs), at close and at JVM exit. The serialized key and value sizes of each
  * acknowledgement are checked against the queued record's; on a mismatch the partition writes no sync until
  * its records in flight are acknowledged, then starts again with a "first" sync, rather than pairing wrong
  * offsets.
