@@ -628,34 +628,39 @@ class ReplicationJob:
             self._warned.add(message)
             log.warning("%s", message)
 
+    def _local_classes(self) -> Any:
+        """The driver JVM's `io.kmirror.replication` classes in local mode, where every task, interceptor and
+        exactly-once writer runs in that JVM; None on a cluster (they run in the executors' JVMs)."""
+        if not str(self._spark.sparkContext.master).startswith("local"):
+            return None
+        return self._spark.sparkContext._jvm.io.kmirror.replication
+
     def _offset_syncs_sent(self) -> int | None:
-        """Offset-syncs the interceptors of the driver's JVM sent (all of them in local mode); None if unknown."""
+        """Offset-syncs the interceptors and the exactly-once writers sent (local mode); None if unknown."""
         try:
-            if not str(self._spark.sparkContext.master).startswith("local"):
-                return None  # the interceptors run in the executors' JVMs
-            jvm = self._spark.sparkContext._jvm
-            replication = jvm.io.kmirror.replication  # the interceptors' syncs, and the exactly-once writer's
-            return int(replication.ReplicationInterceptor.syncsSent()) + int(replication.ExactlyOnceWriter.syncsSent())
+            classes = self._local_classes()
+            if classes is None:
+                return None
+            return int(classes.ReplicationInterceptor.syncsSent()) + int(classes.ExactlyOnceWriter.syncsSent())
         except Exception:
             return None
 
     def _unpaired(self) -> int | None:
-        """Records the interceptors of the driver's JVM sent without their source position (see
-        jvm/SourcePosition.java: no offset-sync, the producer's timestamp); 0 unless the pairing rule was broken.
-        None if unknown (executors elsewhere)."""
+        """Records the interceptors sent without their source position (see jvm/SourcePosition.java: no
+        offset-sync, the producer's timestamp); 0 unless the pairing rule was broken. None if unknown."""
         try:
-            if not str(self._spark.sparkContext.master).startswith("local"):
-                return None
-            return int(self._spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor.unpairedRecords())
+            classes = self._local_classes()
+            return None if classes is None else int(classes.ReplicationInterceptor.unpairedRecords())
         except Exception:
             return None
 
     def _acknowledged(self) -> tuple[int, int] | None:
-        """Records and bytes the target acknowledged, from the interceptors of the driver's JVM (local mode)."""
+        """Records and bytes the target acknowledged, from the interceptors (local mode); None if unknown."""
         try:
-            if not str(self._spark.sparkContext.master).startswith("local"):
+            classes = self._local_classes()
+            if classes is None:
                 return None
-            interceptor = self._spark.sparkContext._jvm.io.kmirror.replication.ReplicationInterceptor
+            interceptor = classes.ReplicationInterceptor
             return int(interceptor.recordsAcknowledged()), int(interceptor.bytesAcknowledged())
         except Exception:
             return None

@@ -26,12 +26,12 @@ import org.slf4j.LoggerFactory;
 /**
  * A real-time task's reader of a group of source partitions (GroupedKafkaSource), with one consumer.
  *
- * Rows are those of Spark's Kafka source, written by SourceRows, in each partition's offset order. With `positions`,
- * each row's source position is handed to the replication interceptor on the task's thread (SourcePosition). The
- * task's end offsets
- * are the next offset of every partition of the group. A partition whose position is no longer on the source
- * (deleted by retention) goes on from the earliest offset, or from the latest if it is past the end, like Spark's
- * source with failOnDataLoss=false; with failOnDataLoss=true the task fails.
+ * Rows are those of Spark's Kafka source, written by SourceRows, in each partition's offset order. With
+ * `positions`, each row's source position is handed to the replication interceptor on the task's thread
+ * (SourcePosition). The task's end offsets are the next offset of every partition of the group. A partition
+ * whose position is no longer on the source (deleted by retention) goes on from the earliest offset, or from
+ * the latest if it is past the end, like Spark's source with failOnDataLoss=false; with failOnDataLoss=true
+ * the task fails.
  *
  * The consumer, and the records it fetched that the task did not forward before its batch ended, are kept for
  * the next batch's task of the same group (same query, same partitions): it reads on without a new connection
