@@ -689,16 +689,60 @@ def bootstrap_of(records: list[LocalCluster]) -> str:
     return ",".join(r.bootstrap_servers for r in records)
 
 
+#: Multi-broker clusters take their ports in blocks of this many, aligned, so that two blocks never overlap.
+_PORT_BLOCK = 100
+
+
 def _free_base(brokers: int) -> int:
     """A base port below the ephemeral range (32768 and up on Linux) with each broker's two ports free: a broker
-    that restarts must find its ports again, and an ephemeral one may meanwhile be any client's local port."""
+    that restarts must find its ports again, and an ephemeral one may meanwhile be any client's local port.
+
+    The base starts an aligned block of `_PORT_BLOCK` ports that this process claims (`_claim`) first: two
+    clusters started at the same moment (two test workers) both see the same ports free until a broker binds
+    them, and with overlapping ranges a broker of one joined the other's quorum."""
     import random
 
+    if brokers * _PORT_STEP > _PORT_BLOCK:
+        raise DevEnvError(f"at most {_PORT_BLOCK // _PORT_STEP} brokers per cluster, not {brokers}")
     for _ in range(200):
-        base = random.randrange(10000, 32000 - _PORT_STEP * brokers, _PORT_STEP)
-        if all(_port_free(base + _PORT_STEP * i + k) for i in range(brokers) for k in (0, 1)):
+        base = random.randrange(10000, 32000 - _PORT_BLOCK, _PORT_BLOCK)
+        if all(_port_free(base + _PORT_STEP * i + k) for i in range(brokers) for k in (0, 1)) and _claim(base):
             return base
     raise DevEnvError(f"no free loopback ports for {brokers} brokers between 10000 and 32000")
+
+
+def _claims_folder() -> Path:
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "kmirror-port-claims"
+
+
+def _claim(base: int) -> bool:
+    """Claims the port block at `base` for this process among the processes of this machine: a file per block
+    naming the claiming pid, linked into place whole (a claim is never seen half written). A claim of a process
+    that is gone is taken over; this process's own claims hold until it exits (a few blocks per test session)."""
+    folder = _claims_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / str(base)
+    mine = folder / f".{base}.{os.getpid()}"
+    mine.write_text(f"{os.getpid()}\n")
+    try:
+        for _ in range(2):
+            try:
+                os.link(mine, path)
+                return True
+            except FileExistsError:
+                try:
+                    owner = int(path.read_text().strip())
+                except (OSError, ValueError):
+                    owner = 0
+                if owner and alive(owner):
+                    return False
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()  # the claim of a process that is gone: take it over
+        return False
+    finally:
+        mine.unlink(missing_ok=True)
 
 
 def _broker_properties(

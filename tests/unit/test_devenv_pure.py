@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,23 @@ def test_cluster_id_is_a_kafka_uuid() -> None:
         cid = _random_cluster_id()
         assert len(cid) == 22 and not cid.startswith("-")
         assert len(base64.urlsafe_b64decode(cid + "==")) == 16
+
+
+def test_a_port_block_is_claimed_once_among_live_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clusters started at the same moment (two test workers) must not pick overlapping ports: each block
+    is claimed by one live process; a claim left by a process that is gone is taken over."""
+    from reconciler.devenv import kafka_local
+
+    monkeypatch.setattr(kafka_local, "_claims_folder", lambda: tmp_path)
+    assert kafka_local._claim(12300)
+    assert not kafka_local._claim(12300)  # this process holds it
+    (tmp_path / "12400").write_text(f"{os.getpid()}\n")
+    assert not kafka_local._claim(12400)  # another live claimant (here: this process, by its file)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / "12500").write_text(f"{gone.pid}\n")
+    assert kafka_local._claim(12500)
+    assert (tmp_path / "12500").read_text().strip() == str(os.getpid())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["12300", "12400", "12500"]  # no temporary files left
+    base = kafka_local._free_base(3)
+    assert base % kafka_local._PORT_BLOCK == 0 and (tmp_path / str(base)).exists()
