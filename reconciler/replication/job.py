@@ -817,7 +817,7 @@ class ReplicationJob:
         if flow.replication.delivery == "exactly_once":
             return self._start_exactly_once(spark, stream)
         writer = (
-            stream.selectExpr(*sink_projection(flow, source_header=self.mode == "microbatch"))
+            stream.selectExpr(*sink_projection(flow, source_header=not positions))
             .writeStream.queryName(f"kmirror-{flow.name}")
             .option("checkpointLocation", self.checkpoint)
         )
