@@ -6,14 +6,14 @@ them mapped at start, on a 2-core machine: SparkSession up in 2.3 s instead of 4
 archive (`cds_training.py`: the session, Catalyst, code generation, a streaming query, and every class of the
 job's jars, the Kafka connector and kafka-clients, with a client of each kind built; no broker) with
 `-XX:ArchiveClassesAtExit`; local jobs then start with `-XX:SharedArchiveFile`. It is tied to one JVM build and
-one pyspark install (the classpath it recorded, each jar with its size and time, as the JVM checks them), so its
-name carries both; a JVM that finds it does not match says so in the driver log and starts without it. The job
-jars come through `--jars` (Spark's own class loader): the JVM serves their classes from the archive only while
-their bytes match, so another connector version is merely slower, never wrong.
+one Spark home (driver_home.py: the classpath it recorded, each jar with its size and time, as the JVM checks
+them), so its name carries both; a JVM that finds it does not match says so in the driver log and starts without
+it. The job jars come through `--jars` (Spark's own class loader): the JVM serves their classes from the archive
+only while their bytes match, so another connector version is merely slower, never wrong.
 
 `kmirror dev fetch` makes it (about half a minute, once); nothing else does, so `kmirror apply` never pays for it.
 It also deletes the archives in the folder that no install can map any more (`prune_archives`): each records the
-JDK and pyspark folder it was made from, so one whose folder is gone or holds other jars is known dead.
+JDK and Spark home it was made from, so one whose home is gone or holds other jars is known dead.
 
 Must not: write outside its cache folder, or fail a job's start (no archive: no option).
 """
@@ -25,11 +25,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
 
+from reconciler.artifacts.driver_home import driver_home, fingerprint, pyspark_folder, spark_env
 from reconciler.artifacts.interceptor_jar import job_jars
 from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root
 
@@ -47,20 +49,8 @@ def _java_home() -> Path | None:
     return Path(os.path.realpath(java)).parent.parent if java else None
 
 
-def classpath_fingerprint(jars: Path) -> list[str]:
-    """Each jar of the folder with its size and modification time: what the JVM checks before it maps an archive
-    ("A jar file is not the one used while building the shared archive file"). pyspark installed again in the same
-    place (a new venv at the same path) has new times, so its archive gets another name and is recorded again,
-    instead of an old one that every driver would refuse, silently, starting without it."""
-    out = []
-    for jar in sorted(jars.glob("*.jar")):
-        stat = jar.stat()
-        out.append(f"{jar.name} {stat.st_size} {stat.st_mtime_ns}")
-    return out
-
-
 def _archive_name(java_home: Path, spark_home: Path, pyspark_version: str) -> str:
-    """The name of the archive this JDK and this pyspark folder (its jars as they are now) map."""
+    """The name of the archive this JDK and this Spark home (its jars as they are now) map."""
     release = java_home / "release"
     key = hashlib.sha256(
         "\n".join(
@@ -68,7 +58,7 @@ def _archive_name(java_home: Path, spark_home: Path, pyspark_version: str) -> st
                 str(java_home.resolve()),
                 release.read_text() if release.exists() else "",
                 str(spark_home),
-                *classpath_fingerprint(spark_home / "jars"),
+                *fingerprint(spark_home / "jars"),
                 _TRAINING_VERSION,
             ]
         ).encode()
@@ -77,11 +67,12 @@ def _archive_name(java_home: Path, spark_home: Path, pyspark_version: str) -> st
 
 
 def _spark_home() -> tuple[Path, str] | None:
+    """The Spark home local drivers start from (driver_home.py) and pyspark's version; None without pyspark."""
     try:
-        import pyspark
+        _, version = pyspark_folder()
     except ImportError:
         return None
-    return Path(pyspark.__file__).parent.resolve(), pyspark.__version__
+    return driver_home(), version
 
 
 def archive_path() -> Path | None:
@@ -91,7 +82,7 @@ def archive_path() -> Path | None:
 
 
 def _archive_at(java_home: Path, spark_home: Path, pyspark_version: str) -> Path:
-    # The classpath the archive records is the jars' paths: another pyspark install (another venv) is another key.
+    # The classpath the archive records is the jars' paths: another Spark home (another venv) is another key.
     return cache_root() / "cds" / _archive_name(java_home, spark_home, pyspark_version)
 
 
@@ -117,12 +108,16 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
             staging = Path(work) / "archive.jsa"
             (Path(work) / _TRAINING).write_bytes(script.read_bytes())
             jars = [str(p) for p in job_jars()]  # their classes too
+            # this interpreter: it has pyspark (the home has no pyspark.zip, see driver_home.py)
+            env = {**spark_env(spark[0]), "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
             cmd = [
                 str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                 "--driver-java-options", f"-XX:ArchiveClassesAtExit={staging}", "--jars", ",".join(jars),
                 str(Path(work) / _TRAINING), *jars,
             ]  # fmt: skip
-            result = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=timeout, check=False)
+            result = subprocess.run(
+                cmd, capture_output=True, text=True, cwd=work, timeout=timeout, check=False, env=env
+            )
             if result.returncode != 0 or not staging.exists():
                 raise ArtifactError(f"could not record the class archive:\n{(result.stdout + result.stderr)[-2000:]}")
             _write_record(target, home, *spark)  # before the archive appears: a prune never sees it without one
@@ -130,7 +125,7 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
     return target
 
 
-#: Beside each archive, where it was recorded from (`<archive>.source`, JSON): the JDK and the pyspark folder.
+#: Beside each archive, where it was recorded from (`<archive>.source`, JSON): the JDK and the Spark home.
 _RECORD_SUFFIX = ".source"
 #: An archive without a record was made before records were kept; it is deleted once this old.
 UNRECORDED_MAX_AGE_S = 7 * 24 * 3600
@@ -146,7 +141,7 @@ def _write_record(archive: Path, java_home: Path, spark_home: Path, pyspark_vers
 
 
 def _still_mapped(archive: Path, now: float) -> bool:
-    """Whether some install can still map `archive`: its JDK and pyspark folder still name it (the same JDK build,
+    """Whether some install can still map `archive`: its JDK and Spark home still name it (the same JDK build,
     the same jars, sizes and times), or, without a record, it is younger than UNRECORDED_MAX_AGE_S."""
     try:
         data = json.loads(_record_of(archive).read_text())
@@ -162,7 +157,7 @@ def _still_mapped(archive: Path, now: float) -> bool:
 
 
 def prune_archives(keep: Path, now: float | None = None) -> list[Path]:
-    """Delete the archives beside `keep` that no install can map any more (its pyspark folder is gone or holds
+    """Delete the archives beside `keep` that no install can map any more (its Spark home is gone or holds
     other jars, or its JDK is another build: the JVM would refuse it), with their records; the ones deleted.
 
     Each venv made again (CI in a fresh clone, a `make setup` after `rm -rf .venv`) records a new archive of about

@@ -101,7 +101,12 @@ def fetch() -> None:
     connector = jars.spark_kafka_jars()
     click.echo(f"Spark Kafka connector: {connector[0].parent if connector else '(none needed)'}")
     from reconciler.artifacts import ensure_driver_archive, prune_archives
+    from reconciler.artifacts.driver_home import driver_home, prune_homes
 
+    home = driver_home()
+    click.echo(f"Spark home of local jobs (pyspark's, without MLlib): {home}")
+    for gone in prune_homes(home):
+        click.echo(f"deleted {gone.name}: made for a pyspark install that is gone or changed")
     archive = ensure_driver_archive()
     click.echo(f"Spark driver class archive (local jobs start 3-4 s sooner): {archive}")
     for gone in prune_archives(archive):

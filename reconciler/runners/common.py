@@ -71,12 +71,6 @@ class JobRunnerError(KmirrorError):
     """A replication job could not be started or stopped."""
 
 
-def spark_submit() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
-
-
 def spark_properties(spark: SparkSpec) -> dict[str, str]:
     """SPARK_DEFAULTS with `spark.conf` on top; settings holding references are left to the job (in memory)."""
     props = dict(SPARK_DEFAULTS)

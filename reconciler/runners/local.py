@@ -1,5 +1,6 @@
 """`LocalRunner` (`spark.deploy: local`, the embedded default): each flow's job as a detached
-`spark-submit --master local[N]` on this machine.
+`spark-submit --master local[N]` on this machine, from the driver home (`reconciler.artifacts.driver_home`:
+pyspark's jars without MLlib; the driver imports the installed pyspark).
 
 The job's folder is this host's (`jobcontract.layout.local_job_folder`: `$KMIRROR_HOME/jobs/<state topic>/<flow>/`),
 never the checkout's, so any checkout of the same desired-state file on this host sees the same job:
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.artifacts import driver_java_options, job_jars
+from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
 from reconciler.jobcontract.spec import JobSpec, eos_flow_for
 from reconciler.jobcontract.status import read_report
@@ -57,7 +59,6 @@ from reconciler.runners.common import (
     now,
     read_json,
     spark_properties,
-    spark_submit,
     tail,
     write_json,
     write_private,
@@ -147,6 +148,7 @@ class LocalRunner:
         job_spec.write(folder.spec)
         write_private(folder.path / "log4j2.properties", log4j2_properties("console"))
         props = spark_properties(spark)
+        home = driver_home()
         log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
         # Spark's classes mapped from an archive, when `kmirror dev fetch` made one
         props["spark.driver.extraJavaOptions"] = " ".join(
@@ -160,7 +162,7 @@ class LocalRunner:
         with contextlib.suppress(FileNotFoundError):
             folder.status.unlink()
         cmd = [
-            str(spark_submit()),
+            str(home / "bin" / "spark-submit"),
             "--master", spark.master or UNSIZED_LOCAL_MASTER,
             "--name", f"kmirror-{flow}",
             "--properties-file", str(folder.path / "spark.properties"),
@@ -172,7 +174,7 @@ class LocalRunner:
         ]  # fmt: skip
         if checkpoint_missing(checkpoint, previous) is not False:
             cmd.append("--resume-from-syncs")
-        env = {**os.environ, "PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python}
+        env = {**spark_env(home), "PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python}
         with folder.log.open("ab") as out:
             os.chmod(folder.log, 0o600)
             out.write(f"\n===== kmirror: starting flow {flow} with {spec_digest} at {now()} =====\n".encode())

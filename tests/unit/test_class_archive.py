@@ -14,10 +14,10 @@ from reconciler.artifacts.class_archive import (
     _archive_name,
     _write_record,
     archive_path,
-    classpath_fingerprint,
     driver_java_options,
     prune_archives,
 )
+from reconciler.artifacts.driver_home import fingerprint
 
 pytestmark = pytest.mark.unit
 
@@ -49,12 +49,12 @@ def test_pyspark_installed_again_in_the_same_place_is_another_archive(tmp_path: 
     jars.mkdir()
     (jars / "spark-core.jar").write_bytes(b"classes")
     (jars / "notes.txt").write_text("not on the classpath")
-    before = classpath_fingerprint(jars)
+    before = fingerprint(jars)
     assert len(before) == 1 and before[0].startswith("spark-core.jar 7 ")
-    assert classpath_fingerprint(jars) == before  # nothing changed: the same archive
+    assert fingerprint(jars) == before  # nothing changed: the same archive
     stat = (jars / "spark-core.jar").stat()
     os.utime(jars / "spark-core.jar", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    assert classpath_fingerprint(jars) != before
+    assert fingerprint(jars) != before
 
 
 def _install(root: Path, name: str) -> Path:

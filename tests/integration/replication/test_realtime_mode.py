@@ -25,6 +25,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from reconciler.artifacts.class_archive import archive_path, ensure_driver_archive
+from reconciler.artifacts.driver_home import driver_home
 from reconciler.jobcontract.status import read_report
 from reconciler.runners import LocalRunner
 from tests.conftest import KafkaCluster
@@ -91,12 +92,15 @@ def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.Te
 
 
 def test_the_driver_starts_from_the_class_archive_dev_fetch_records(flow: Flow) -> None:
-    """Spark's classes come mapped from the archive instead of being loaded and verified one by one."""
+    """Spark's classes come mapped from the archive instead of being loaded and verified one by one, from the
+    driver home: pyspark's jars without MLlib, whose session extension took a second of every start."""
     archive = archive_path()
     job = flow.runner.job(flow.name)
     assert archive is not None and job is not None and job.pid is not None
     maps = Path(f"/proc/{job.pid}/maps").read_text()
     assert str(archive) in maps, f"the driver JVM (pid {job.pid}) did not map {archive}"
+    command = Path(f"/proc/{job.pid}/cmdline").read_bytes().split(b"\0")
+    assert f"{driver_home()}/jars/*".encode() in b" ".join(command), command
     # The Kafka connector's and client's classes too, although they come from `--jars`, not the classpath.
     assert flow.runner.root is not None
     log = flow.runner.root / CLASS_LOG
@@ -109,6 +113,8 @@ def test_the_driver_starts_from_the_class_archive_dev_fetch_records(flow: Flow) 
     while (found := from_archive()) != set(KAFKA_CLASSES) and time.monotonic() < deadline:
         time.sleep(1)
     assert found == set(KAFKA_CLASSES), f"loaded from the archive: {sorted(found)} (see {log})"
+    loaded = log.read_text(errors="replace")
+    assert " org.apache.spark.ml." not in loaded and " org.apache.spark.sql.ml." not in loaded, f"MLlib loaded ({log})"
 
 
 def test_records_land_within_the_checkpoint_interval_with_full_fidelity(flow: Flow) -> None:

@@ -30,12 +30,12 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_command_that_needs_pyspark_names_the_extra(no_spark: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reconciler.runners.common import spark_submit
+    from reconciler.artifacts.driver_home import driver_home
 
     @click.command("needs-spark")
     def needs_spark() -> None:
         """Example: kmirror needs-spark"""
-        spark_submit()
+        driver_home()
 
     monkeypatch.setitem(main.commands, "needs-spark", needs_spark)
     result = CliRunner().invoke(main, ["needs-spark"])
