@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 
 from reconciler.artifacts.driver_home import driver_home, fingerprint, pyspark_folder, spark_env
-from reconciler.artifacts.interceptor_jar import job_jars
+from reconciler.artifacts.interceptor_jar import interceptor_version, job_jars
 from reconciler.artifacts.jars import ArtifactError, cache_lock, cache_root
 
 _TRAINING = "cds_training.py"
@@ -60,6 +60,7 @@ def _archive_name(java_home: Path, spark_home: Path, pyspark_version: str) -> st
                 str(spark_home),
                 *fingerprint(spark_home / "jars"),
                 _TRAINING_VERSION,
+                interceptor_version(),  # the job jar's classes are recorded too; the JVM refuses changed ones
             ]
         ).encode()
     ).hexdigest()[:16]

@@ -33,6 +33,7 @@ _SOURCES = (
     "SourceRows.java",
     "SourcePosition.java",
     "PartitionLeaders.java",
+    "SparkWarmup.java",
 )
 
 
@@ -42,11 +43,20 @@ def job_jars() -> list[Path]:
     return [*spark_kafka_jars(), interceptor_jar()]
 
 
+def _sources() -> dict[str, bytes]:
+    return {name: (resources.files("reconciler.replication") / "jvm" / name).read_bytes() for name in _SOURCES}
+
+
+def interceptor_version() -> str:
+    """The version of the interceptor jar's sources (a hash): a new one is compiled when they change."""
+    sources = _sources()
+    return hashlib.sha256(b"".join(sources[n] for n in _SOURCES)).hexdigest()[:16]
+
+
 def interceptor_jar() -> Path:
     """The interceptor jar, compiled on first use (needs a JDK's `javac`)."""
-    sources = {name: (resources.files("reconciler.replication") / "jvm" / name).read_bytes() for name in _SOURCES}
-    version = hashlib.sha256(b"".join(sources[n] for n in _SOURCES)).hexdigest()[:16]
-    target = cache_root() / "jars" / f"kmirror-interceptor-{version}" / "kmirror-interceptor.jar"
+    sources = _sources()
+    target = cache_root() / "jars" / f"kmirror-interceptor-{interceptor_version()}" / "kmirror-interceptor.jar"
     if target.exists():
         return target
     javac = shutil.which("javac")
