@@ -76,10 +76,7 @@ def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
     fill_cpu = 0.0
     for topic in wl.data_topics:
         if wl.headers:
-            cmd = worker_command(
-                "_fill", "--source", source.bootstrap, "--topic", topic, "--records", str(wl.per_topic),
-                "--size", str(wl.record_size), "--headers", str(wl.headers),
-            )  # fmt: skip
+            cmd = _fill_command(source, topic, wl.per_topic, wl)
         else:
             cmd = producer_perf(source.bootstrap, topic, wl.per_topic, wl.record_size, SINK_PRODUCER)
         _, cpu = run_measured(cmd)
@@ -94,11 +91,7 @@ def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
     for topic in wl.data_topics:
         short = wl.per_topic - total_end_offsets(admin, [topic])
         if short > 0:
-            cmd = worker_command(
-                "_fill", "--source", source.bootstrap, "--topic", topic, "--records", str(short),
-                "--size", str(wl.record_size), "--headers", str(wl.headers),
-            )  # fmt: skip
-            _, cpu = run_measured(cmd)
+            _, cpu = run_measured(_fill_command(source, topic, short, wl))
             fill_cpu += cpu
             topped_up += short
     fill = time.monotonic() - started
@@ -111,6 +104,14 @@ def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
         "producer_cpu_s": round(fill_cpu, 1),
         "topped_up_records": topped_up,
     }
+
+
+def _fill_command(source: Cluster, topic: str, records: int, wl: Workload) -> list[str]:
+    """The `_fill` worker loading `records` of `wl`'s records into `topic`."""
+    return worker_command(
+        "_fill", "--source", source.bootstrap, "--topic", topic, "--records", str(records),
+        "--size", str(wl.record_size), "--headers", str(wl.headers),
+    )  # fmt: skip
 
 
 # -- workers (run as child processes) ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Builds the replication job's JVM jar (`reconciler/replication/jvm/*.java`) with `javac`: the sink producer's
 interceptor, the exactly-once writer (a Spark `ForeachWriter`), the local checkpoint file manager and the
-client warm-up.
+client and Spark warm-ups.
 
 The sources ship inside the `reconciler.replication` package (they are the job's record path); this module
 compiles them against the connector's kafka-clients jar and pyspark's own jars, once per source version, into
