@@ -221,13 +221,9 @@ def run_checkpointer(
     *,
     on_cycle: Callable[[CycleReport], None] | None = None,
     interval: float | None = None,
-    first_cycle_after: float = 0.0,
 ) -> None:
-    """Checkpoint every `checkpoint_interval` until `stop_event` is set, the first cycle `first_cycle_after` seconds
-    from now; a failed cycle is logged and retried."""
+    """Checkpoint every `checkpoint_interval` until `stop_event` is set; a failed cycle is logged and retried."""
     period = interval if interval is not None else flow.offsets.checkpoint_interval.total_seconds()
-    if stop_event.wait(first_cycle_after):
-        return
     cp = Checkpointer(flow, source_config, target_config)
     try:
         started = False
@@ -263,7 +259,6 @@ def start_checkpointer_thread(
     target_config: Mapping[str, Any],
     stop_event: threading.Event,
     on_cycle: Callable[[CycleReport], None] | None = None,
-    first_cycle_after: float = 0.0,
 ) -> threading.Thread | None:
     """For the job driver: a started daemon thread running `run_checkpointer`, or None if the flow emits none.
 
@@ -273,7 +268,7 @@ def start_checkpointer_thread(
     thread = threading.Thread(
         target=run_checkpointer,
         args=(flow, source_config, target_config, stop_event),
-        kwargs={"on_cycle": on_cycle, "first_cycle_after": first_cycle_after},
+        kwargs={"on_cycle": on_cycle},
         name=f"kmirror-checkpoints-{flow.name}",
         daemon=True,
     )

@@ -128,9 +128,6 @@ MODES = JOB_MODES
 GROUPED_SOURCE = "io.kmirror.replication.GroupedKafkaSource"
 #: How often the lag's source end offsets are read (at most).
 LAG_REFRESH_SECONDS = 5.0
-#: The checkpointer's first cycle, after the query started: nothing waits for it sooner (its interval is a minute
-#: by default), and its clients and group listing (0.1-0.7 s of the driver's Python) ran into the first batch.
-FIRST_CHECKPOINT_CYCLE_AFTER_S = 5.0
 #: Upper bound of records per micro-batch (all partitions); see benchmarks/README.md for the measurements.
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
@@ -382,15 +379,13 @@ class ReplicationJob:
             )
             heartbeats.start()
         # Checkpoints (and translated group offsets, with sync.group_offsets) beside the query, every
-        # checkpoint_interval; a failed cycle is logged and retried, it never stops replication. The first waits
-        # for the query's first batch to be under way: its planning, code generation and clients have the cores.
+        # checkpoint_interval; a failed cycle is logged and retried, it never stops replication.
         checkpoints = start_checkpointer_thread(
             flow,
             self._client(flow.source),
             self._client(flow.target),
             background_stop,
             on_cycle=lambda report: self.metrics.observe_failover(flow.name, report.readiness),
-            first_cycle_after=FIRST_CHECKPOINT_CYCLE_AFTER_S,
         )
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
