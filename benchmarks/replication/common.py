@@ -107,19 +107,27 @@ def partitions_of(admin: AdminClient, topics: Sequence[str]) -> list[TopicPartit
     return out
 
 
-def total_end_offsets(admin: AdminClient, topics: Sequence[str]) -> int:
-    """Sum of the high watermarks of `topics` (0 for a topic that does not exist yet)."""
+def end_offsets_by_topic(admin: AdminClient, topics: Sequence[str]) -> dict[str, int] | None:
+    """The sum of each topic's high watermarks, in one round trip (a topic that does not exist yet is left out);
+    None while a just-created partition has no leader yet."""
     tps = partitions_of(admin, topics)
     if not tps:
-        return 0
+        return {}
     futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
-    total = 0
-    for f in futures.values():
+    out: dict[str, int] = {}
+    for tp, f in futures.items():
         try:
-            total += f.result(timeout=10).offset
+            out[tp.topic] = out.get(tp.topic, 0) + f.result(timeout=10).offset
         except KafkaException:
-            return 0  # a just-created partition without a leader yet: count again next poll
-    return total
+            return None
+    return out
+
+
+def total_end_offsets(admin: AdminClient, topics: Sequence[str]) -> int:
+    """Sum of the high watermarks of `topics` (0 for a topic that does not exist yet, or while a just-created
+    partition has no leader: count again next poll)."""
+    ends = end_offsets_by_topic(admin, topics)
+    return sum(ends.values()) if ends else 0
 
 
 def java() -> str:

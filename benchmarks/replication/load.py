@@ -24,6 +24,7 @@ from benchmarks.replication.common import (
     SINK_PRODUCER,
     Cluster,
     Workload,
+    end_offsets_by_topic,
     java,
     partitions_of,
     total_end_offsets,
@@ -87,9 +88,12 @@ def fill_source(source: Cluster, wl: Workload) -> dict[str, Any]:
     # acknowledgement: the records are random values without keys either way, and every replicator copies the
     # same set.
     admin = source.admin()
+    held_by_topic = end_offsets_by_topic(admin, wl.data_topics)
+    if held_by_topic is None:
+        raise RuntimeError("a source partition has no leader after the fill; run the benchmark again")
     topped_up = 0
     for topic in wl.data_topics:
-        short = wl.per_topic - total_end_offsets(admin, [topic])
+        short = wl.per_topic - held_by_topic.get(topic, 0)
         if short > 0:
             _, cpu = run_measured(_fill_command(source, topic, short, wl))
             fill_cpu += cpu

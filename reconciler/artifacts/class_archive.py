@@ -109,8 +109,7 @@ def ensure_driver_archive(timeout: float = 300) -> Path:
             staging = Path(work) / "archive.jsa"
             (Path(work) / _TRAINING).write_bytes(script.read_bytes())
             jars = [str(p) for p in job_jars()]  # their classes too
-            # this interpreter: it has pyspark (the home has no pyspark.zip, see driver_home.py)
-            env = {**spark_env(spark[0]), "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+            env = spark_env(spark[0], sys.executable)  # this interpreter has pyspark
             cmd = [
                 str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                 "--driver-java-options", f"-XX:ArchiveClassesAtExit={staging}", "--jars", ",".join(jars),

@@ -87,9 +87,10 @@ def driver_home() -> Path:
     return home
 
 
-def spark_env(home: Path) -> dict[str, str]:
-    """The environment spark-submit of `home` runs with: this process's, with `SPARK_HOME` naming it."""
-    return {**os.environ, "SPARK_HOME": str(home)}
+def spark_env(home: Path, python: str) -> dict[str, str]:
+    """The environment spark-submit of `home` runs with: this process's, with `SPARK_HOME` naming it and `python`
+    as the driver's interpreter (it must have pyspark: the home has no pyspark.zip)."""
+    return {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
 
 
 def prune_homes(keep: Path) -> list[Path]:

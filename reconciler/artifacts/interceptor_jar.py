@@ -47,16 +47,16 @@ def _sources() -> dict[str, bytes]:
     return {name: (resources.files("reconciler.replication") / "jvm" / name).read_bytes() for name in _SOURCES}
 
 
-def interceptor_version() -> str:
+def interceptor_version(sources: dict[str, bytes] | None = None) -> str:
     """The version of the interceptor jar's sources (a hash): a new one is compiled when they change."""
-    sources = _sources()
+    sources = sources or _sources()
     return hashlib.sha256(b"".join(sources[n] for n in _SOURCES)).hexdigest()[:16]
 
 
 def interceptor_jar() -> Path:
     """The interceptor jar, compiled on first use (needs a JDK's `javac`)."""
     sources = _sources()
-    target = cache_root() / "jars" / f"kmirror-interceptor-{interceptor_version()}" / "kmirror-interceptor.jar"
+    target = cache_root() / "jars" / f"kmirror-interceptor-{interceptor_version(sources)}" / "kmirror-interceptor.jar"
     if target.exists():
         return target
     javac = shutil.which("javac")

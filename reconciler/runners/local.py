@@ -174,7 +174,7 @@ class LocalRunner:
         ]  # fmt: skip
         if checkpoint_missing(checkpoint, previous) is not False:
             cmd.append("--resume-from-syncs")
-        env = {**spark_env(home), "PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python}
+        env = spark_env(home, self.python)
         with folder.log.open("ab") as out:
             os.chmod(folder.log, 0o600)
             out.write(f"\n===== kmirror: starting flow {flow} with {spec_digest} at {now()} =====\n".encode())

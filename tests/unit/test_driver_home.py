@@ -45,7 +45,7 @@ def test_the_home_links_pyspark_but_mllib_and_its_python_zip(pyspark: Path) -> N
     assert all((home / "jars" / p).resolve().parent == pyspark / "jars" for p in os.listdir(home / "jars"))
     assert not (home / "python").exists()  # the driver imports the installed pyspark, not the zip
     assert dh.driver_home() == home  # made once
-    assert dh.spark_env(home)["SPARK_HOME"] == str(home)
+    assert dh.spark_env(home, "python3")["SPARK_HOME"] == str(home)
 
 
 def test_pyspark_installed_again_is_another_home_and_the_old_one_is_pruned(
