@@ -101,6 +101,17 @@ def document(diagnostics: Iterable[Diagnostic], **extra: Any) -> dict[str, Any]:
     }
 
 
+CLIENT_CONFIG_HINT = (
+    "Check the clusters' client settings in the desired-state file (docs/security.md lists the keys kmirror "
+    "translates for each client)."
+)
+
+
+def is_client_config_error(exc: BaseException) -> bool:
+    """librdkafka refusing a property when a client is built: the user's input, not a bug in kmirror."""
+    return type(exc).__name__ == "KafkaException" and "_INVALID_ARG" in str(exc)
+
+
 def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2)
 
@@ -117,6 +128,11 @@ def json_errors(**extra: Any) -> Callable[[Callable[P, R]], Callable[P, R]]:
             except KmirrorError as exc:
                 if kwargs.get("fmt") == "json":
                     click.echo(dumps(document(diagnostics_of(exc), **extra)))
+                raise
+            except Exception as exc:
+                if kwargs.get("fmt") == "json" and is_client_config_error(exc):
+                    summary = f"a Kafka client refused its configuration: {exc}"
+                    click.echo(dumps(document([Diagnostic("error", summary, CLIENT_CONFIG_HINT)], **extra)))
                 raise
 
         return run

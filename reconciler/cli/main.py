@@ -11,6 +11,7 @@ user (umask 077), as a log, a plan or a job folder may hold what a broker echoed
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Any
@@ -18,12 +19,17 @@ from typing import Any
 import click
 
 from reconciler import __version__
+from reconciler.cli.diagnostics import CLIENT_CONFIG_HINT, is_client_config_error
 from reconciler.cli.extras import extra_for, missing_extra_message
 from reconciler.errors import KmirrorError
+from reconciler.spec.printable import terminal_safe
 from reconciler.spec.redaction import ScrubbingStream, scrub
 
 #: Exit code of every error, usage errors included (click's own default for those is 2).
 USAGE_ERROR_EXIT_CODE = 1
+
+#: Exit code when the reader of stdout went away: 128 + SIGPIPE, what a shell reports for `yes | head -1`'s yes.
+SIGPIPE_EXIT_CODE = 128 + 13
 
 #: Options of the `kmirror` group that are also accepted after a command name.
 GLOBAL_FLAGS = ("--debug", "--no-color")
@@ -85,7 +91,7 @@ class KmirrorGroup(click.Group):
         except KmirrorError as exc:
             if _debug(ctx):
                 raise
-            click.secho(scrub(f"Error: {exc}"), err=True, fg="red", color=_color(ctx))
+            click.secho(_message(f"Error: {exc}"), err=True, fg="red", color=_color(ctx))
             sys.exit(1)
         except ModuleNotFoundError as exc:
             extra = extra_for(exc)
@@ -93,6 +99,8 @@ class KmirrorGroup(click.Group):
                 raise
             click.secho(f"Error: {missing_extra_message(str(exc.name), extra)}", err=True, fg="red", color=_color(ctx))
             sys.exit(1)
+        except BrokenPipeError:
+            _reader_gone()
         except KeyboardInterrupt:
             if _debug(ctx):
                 raise
@@ -108,18 +116,16 @@ class KmirrorGroup(click.Group):
         except Exception as exc:
             if _debug(ctx):
                 raise
-            if _is_client_config_error(exc):
+            if is_client_config_error(exc):
                 click.secho(
-                    scrub(f"Error: a Kafka client refused its configuration: {exc}\n")
-                    + "Check the clusters' client settings in the desired-state file (docs/security.md lists the keys "
-                    "kmirror translates for each client).",
+                    _message(f"Error: a Kafka client refused its configuration: {exc}\n") + CLIENT_CONFIG_HINT,
                     err=True,
                     fg="red",
                     color=_color(ctx),
                 )
                 sys.exit(1)
             click.secho(
-                scrub(f"Error: unexpected {type(exc).__name__}: {exc}\n")
+                _message(f"Error: unexpected {type(exc).__name__}: {exc}\n")
                 + "This is a bug in kmirror. Run the command again with `kmirror --debug ...` for the traceback and "
                 "report it with that output.",
                 err=True,
@@ -129,9 +135,20 @@ class KmirrorGroup(click.Group):
             sys.exit(1)
 
 
-def _is_client_config_error(exc: Exception) -> bool:
-    """librdkafka refusing a property when a client is built: the user's input, not a bug in kmirror."""
-    return type(exc).__name__ == "KafkaException" and "_INVALID_ARG" in str(exc)
+def _reader_gone() -> None:
+    """The reader of stdout exited early (`kmirror ... | head`): stop quietly, as a Unix tool killed by SIGPIPE
+    does (exit 141), with stdout pointed at /dev/null so that the final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file (a test's captured stream): nothing left to flush into a pipe
+    sys.exit(SIGPIPE_EXIT_CODE)
+
+
+def _message(text: str) -> str:
+    """An error message ready for stderr: no secret, and no control character a name in it may carry."""
+    return terminal_safe(scrub(text), styles=False)
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -196,6 +213,9 @@ def _register() -> None:
     main.add_command(cutover.cutover)
     main.add_command(status.status)
     main.add_command(completion.completion)
+    from reconciler.cli import verify
+
+    main.add_command(verify.verify)
 
 
 _register()

@@ -24,7 +24,8 @@ written -> what librdkafka gets; what Java gets:
   with an `oauth_cb` from aws-msk-iam-sasl-signer-python (the `aws` extra); itself with the IAMLoginModule and
   IAMClientCallbackHandler (the aws-msk-iam-auth jar on the job's classpath).
 
-A relative `*.location` is taken from the desired-state file's folder, as `${file:..}` is. What cannot be
+A relative `*.location` is taken from the desired-state file's folder, as `${file:..}` is, and every location must
+lie below the folders a `${file:..}` may read (else `SecretResolutionError`). What cannot be
 translated (a JKS truststore has no librdkafka equivalent) is found at load time by `client_problems`, located at
 the key, with the fix; what needs the files (a key Java cannot read) is reported when the client is built.
 
@@ -47,7 +48,7 @@ from typing import Any
 from reconciler.spec.issues import SecretResolutionError
 from reconciler.spec.models import ClusterSpec
 from reconciler.spec.redaction import remember
-from reconciler.spec.secrets import SecretRef, resolve_properties
+from reconciler.spec.secrets import SecretRef, outside_allowed_roots, resolve_properties
 
 Resolved = dict[str, str | int | float | bool]
 
@@ -211,6 +212,8 @@ def kafka_client_config(
     resolved = _locations_absolute(
         resolve_properties(cluster.client, context=f"clusters.{alias}.client", base_dir=base_dir, environ=environ),
         base_dir,
+        environ,
+        alias,
     )
     config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers}
     jaas = _jaas(resolved.get("sasl.jaas.config"))
@@ -250,6 +253,8 @@ def java_client_properties(
     resolved = _locations_absolute(
         resolve_properties(cluster.client, context=f"clusters.{alias}.client", base_dir=base_dir, environ=environ),
         base_dir,
+        environ,
+        alias,
     )
     props = {"bootstrap.servers": cluster.bootstrap_servers}
     props.update({k: _java_string(v) for k, v in resolved.items() if k not in _LIBRDKAFKA_ONLY})
@@ -327,13 +332,25 @@ def _java_tls(resolved: Resolved, props: dict[str, str], alias: str) -> None:
         props["ssl.endpoint.identification.algorithm"] = ""
 
 
-def _locations_absolute(resolved: Resolved, base_dir: Path | None) -> Resolved:
-    if base_dir is None:
-        return resolved
+def _locations_absolute(
+    resolved: Resolved, base_dir: Path | None, environ: Mapping[str, str] | None, alias: str
+) -> Resolved:
+    """Relative `*.location`s from the desired-state file's folder; each must lie below the folders a `${file:..}`
+    may read (`secrets.allowed_file_roots`): a branch cannot hand `../../etc/shadow` to librdkafka or Java."""
     out = dict(resolved)
+    problems = []
     for key, value in resolved.items():
-        if key.endswith(".location") and isinstance(value, str) and value and not Path(value).is_absolute():
-            out[key] = str(base_dir / Path(value).expanduser())
+        if not (key.endswith(".location") and isinstance(value, str) and value):
+            continue
+        path = Path(value).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+            out[key] = str(path)
+        outside = outside_allowed_roots(path, base_dir, environ)
+        if outside:
+            problems.append(f"clusters.{alias}.client.{key}: {outside}")
+    if problems:
+        raise SecretResolutionError("\n".join(problems))
     return out
 
 

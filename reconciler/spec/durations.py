@@ -1,11 +1,13 @@
 """Durations in the desired state: `"500ms"`, `"10s"`, `"1m30s"`, `"2h"`, or a bare number of seconds.
 
-Parsed into `datetime.timedelta`, dumped back in the shortest exact unit form, so a file round-trips.
+Parsed into `datetime.timedelta`, dumped back in the shortest exact unit form, so a file round-trips. A duration
+longer than `MAX_DURATION`, or not finite (`1e999`, `.nan`), is a located error, never an OverflowError.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import Annotated, Any
@@ -15,6 +17,8 @@ from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d))+$"
+MAX_DURATION = timedelta(days=3650)
+"""Ten years: longer is a typo (and past what `timedelta` and the job's Java longs hold)."""
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -24,9 +28,11 @@ def parse_duration(value: Any) -> timedelta:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a duration")
         if value < 0:
             raise ValueError(f"a duration cannot be negative (got {value})")
-        return timedelta(seconds=value)
+        return _bounded(value * 1000 if value < 1e300 else math.inf, value)
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a duration")
     text = value.strip().replace(" ", "")
@@ -35,6 +41,13 @@ def parse_duration(value: Any) -> timedelta:
     total_ms = 0.0
     for number, unit in _PART.findall(text):
         total_ms += float(number) * _UNITS_MS[unit]
+    return _bounded(total_ms, value)
+
+
+def _bounded(total_ms: float, written: object) -> timedelta:
+    if not math.isfinite(total_ms) or total_ms > MAX_DURATION.total_seconds() * 1000:
+        shown = repr(written) if len(repr(written)) <= 40 else repr(written)[:37] + "..."
+        raise ValueError(f"{shown} is longer than any duration kmirror takes (at most {MAX_DURATION.days}d)")
     return timedelta(milliseconds=total_ms)
 
 

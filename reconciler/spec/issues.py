@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reconciler.errors import ConfigError
+from reconciler.spec.printable import terminal_safe
 
 Severity = Literal["error", "warning"]
 FieldPath = tuple[str | int, ...]
@@ -48,7 +49,7 @@ class SpecIssue:
         where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
         label = "warning: " if self.severity == "warning" else ""
         text = f"{where}: {label}{format_field_path(self.path)}: {self.message}"
-        return f"{text} ({self.hint})" if self.hint else text
+        return terminal_safe(f"{text} ({self.hint})" if self.hint else text, styles=False)
 
 
 class SpecError(ConfigError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import difflib
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -29,6 +30,8 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from reconciler.spec.files import FileTooLarge, read_capped
+from reconciler.spec.hidden import ResolvedField, hide_values
 from reconciler.spec.issues import (
     FieldPath,
     SecretResolutionError,
@@ -38,10 +41,11 @@ from reconciler.spec.issues import (
     raise_if_errors,
 )
 from reconciler.spec.models import DesiredState
+from reconciler.spec.redaction import MIN_ANYWHERE, remember_as
 from reconciler.spec.redaction import learn as learn_secrets
 from reconciler.spec.secrets import SecretRef
 from reconciler.spec.validate import validate_state
-from reconciler.spec.yaml_source import Locations, YamlSyntaxError, parse_yaml
+from reconciler.spec.yaml_source import MAX_DOCUMENT_BYTES, Locations, YamlSyntaxError, parse_yaml
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,18 @@ def load(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Loade
     """Load and validate `path`; raise SpecError listing every error. `environ` defaults to `os.environ`."""
     file = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = read_capped(path, MAX_DOCUMENT_BYTES)
+    except FileTooLarge as exc:
+        limit = MAX_DOCUMENT_BYTES // 1024 // 1024
+        raise SpecError(
+            [
+                SpecIssue(
+                    file, exc.head.count(b"\n") + 1, 1, (), f"the file is over {limit} MiB; kmirror reads at most "
+                    f"{limit} MiB (the limit is passed on this line)",
+                    "a desired state is a few kilobytes: list topics with regexes, not one by one",
+                )
+            ]
+        ) from None  # fmt: skip
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise SpecError([SpecIssue(file, 0, 0, (), f"cannot read the file: {reason}", "check the path")]) from None
@@ -93,8 +108,9 @@ def load_text(
     except YamlSyntaxError as exc:
         raise SpecError(exc.issues) from None
     resolved: dict[FieldPath, str] = {}
+    fields: dict[FieldPath, ResolvedField] = {}
     if isinstance(data, dict):
-        issues.extend(resolve_environment(data, locations, file, base_dir, environ, resolved))
+        issues.extend(resolve_environment(data, locations, file, base_dir, environ, resolved, fields))
     if not isinstance(data, dict):
         mark = locations.value(())
         raise SpecError(
@@ -114,14 +130,15 @@ def load_text(
         state = DesiredState.model_validate(data)
     except ValidationError as exc:
         model_issues = [
-            _mention_reference(i, resolved)
+            _mention_reference(hide_values(i, fields), resolved)
             for i in pydantic_issues(exc, data, locations, file)
             if not _under_unresolved(i.path, resolved)
         ]
         issues.extend(model_issues)
         issues.extend(_semantic_issues_despite(exc, data, locations, file))
-        raise SpecError(_unique(issues)) from None
+        raise SpecError(_unique([hide_values(i, fields) for i in issues])) from None
     issues.extend(validate_state(state, locations=locations, file=file))
+    issues = [hide_values(i, fields) for i in issues]
     raise_if_errors(issues)
     return LoadedSpec(state, file, tuple(i for i in issues if i.severity == "warning"), locations)
 
@@ -133,6 +150,8 @@ def load_text(
 #: plan's addresses are made of, and must not change between environments.
 #: Marks, in `resolve_environment`'s `resolved`, a field whose reference failed (already reported).
 UNRESOLVED = ""
+
+_PIECE_SEPARATORS = re.compile(r"[\s,]+")
 
 ENVIRONMENT_FIELDS: tuple[tuple[str, ...], ...] = (
     ("clusters", "*", "bootstrap_servers"),
@@ -150,9 +169,11 @@ def resolve_environment(
     base_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
     resolved: dict[FieldPath, str] | None = None,
+    fields: dict[FieldPath, ResolvedField] | None = None,
 ) -> list[SpecIssue]:
     """Replace, in `data`, every reference in an `ENVIRONMENT_FIELDS` value by its value. Returns the located
-    issues; `resolved` receives each replaced path with the text the user wrote."""
+    issues; `resolved` receives each replaced path with the text the user wrote, `fields` the text and the value.
+    The scrubber learns to show each value (and each comma-separated entry of it) as the text the user wrote."""
     env = os.environ if environ is None else environ
     issues: list[SpecIssue] = []
     for pattern in ENVIRONMENT_FIELDS:
@@ -174,8 +195,14 @@ def resolve_environment(
                     if resolved is not None:
                         resolved[path] = UNRESOLVED
                     continue
+                remember_as(text, item)
+                for entry in _PIECE_SEPARATORS.split(text):  # a broker of the list, a line of the file
+                    if len(entry) >= MIN_ANYWHERE:
+                        remember_as(entry, item)
                 if resolved is not None:
                     resolved[where] = item
+                if fields is not None:
+                    fields[where] = ResolvedField(item, text)
                 if index is None:
                     parent[key] = text
                 else:
@@ -204,7 +231,7 @@ def _under_unresolved(path: FieldPath, resolved: Mapping[FieldPath, str]) -> boo
 
 def _mention_reference(issue: SpecIssue, resolved: Mapping[FieldPath, str]) -> SpecIssue:
     written = next((text for path, text in resolved.items() if issue.path[: len(path)] == path), None)
-    if not written:
+    if not written or written in issue.message:
         return issue
     return SpecIssue(
         issue.file, issue.line, issue.column, issue.path, f"{issue.message} (the value of {written})", issue.hint,

@@ -5,10 +5,19 @@ loaded desired state up front (failures are ignored here: they are reported wher
 even a message written before the first client is built cannot carry a secret. `scrub(text)` replaces every known
 value, and the forms it takes on the way (JAAS-escaped, JSON-escaped, `repr`-escaped, URL-encoded), with `***`.
 
+A per-environment value (bootstrap servers, the state topic, Spark's master, REST URL and checkpoint root) that
+came from a reference is handed to `remember_as(value, written)` instead: it is shown as the reference the user
+wrote (`${file:bootstrap.txt}`), never as what the reference read, since a `${file:..}` can read any file below
+the allowed folders.
+
+The rule for short values, the same for both (docs/security.md): a value of `MIN_ANYWHERE` (8) characters or
+more is replaced wherever it appears; a value of `MIN_LENGTH` (3) to 7 characters is replaced only where it stands
+alone (no letter or digit right before or after it), so that a 4-character password `pass` is scrubbed from
+`password=pass;` but the word `password` is left whole; a value of 1 or 2 characters is not replaced (it cannot
+be told from ordinary text, and protects nothing).
+
 Where it is applied: the CLI wraps stdout and stderr (`ScrubbingStream`) and scrubs its error messages; the
-replication job puts `ScrubbingFilter` on its log handler. Values shorter than `MIN_LENGTH` characters are not
-scrubbed (replacing every "a" would destroy the output without protecting anything: such a value is not a
-secret worth the name).
+replication job puts `ScrubbingFilter` on its log handler.
 
 Pure: no I/O except what `SecretRef.resolve()` reads in `learn()`. Must not: print, log or store a value it
 holds, or expose the set of values.
@@ -18,66 +27,103 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from reconciler.spec.printable import terminal_safe
+
 REDACTED = "***"
-MIN_LENGTH = 4
+MIN_LENGTH = 3
+"""Values shorter than this are not scrubbed."""
+MIN_ANYWHERE = 8
+"""Values this long are scrubbed inside words too; shorter ones only where they stand alone."""
 
 _lock = threading.Lock()
-_values: set[str] = set()
-_ordered: tuple[str, ...] = ()
+_shown: dict[str, str] = {}  # a form a value takes -> what is printed instead
+_pattern: re.Pattern[str] | None = None
 
 
 def remember(value: object) -> None:
-    """Scrub `value` (and its escaped forms) from everything this process emits from now on."""
-    if not isinstance(value, str) or len(value) < MIN_LENGTH:
+    """Scrub `value` (and its escaped forms) from everything this process emits from now on: `***`."""
+    _add(value, REDACTED)
+
+
+def remember_as(value: object, written: str) -> None:
+    """Show `value` (a per-environment value read through a reference) as `written`, the reference text."""
+    _add(value, written)
+
+
+def _add(value: object, shown: str) -> None:
+    if not isinstance(value, str) or len(value.strip()) < MIN_LENGTH or value == shown:
         return
+    escaped = _jaas(shown) if shown != REDACTED else shown
     forms = {
-        value,
-        value.replace("\\", "\\\\").replace('"', '\\"'),  # inside a JAAS line
-        json.dumps(value)[1:-1],
-        repr(value)[1:-1],
-        urllib.parse.quote(value, safe=""),
-        urllib.parse.quote_plus(value),
+        value: shown,
+        _jaas(value): escaped,  # inside a JAAS line
+        json.dumps(value)[1:-1]: json.dumps(shown)[1:-1] if shown != REDACTED else shown,
+        repr(value)[1:-1]: repr(shown)[1:-1] if shown != REDACTED else shown,
+        urllib.parse.quote(value, safe=""): shown,
+        urllib.parse.quote_plus(value): shown,
     }
-    global _ordered
+    global _pattern
     with _lock:
-        new = {f for f in forms if len(f) >= MIN_LENGTH} - _values
-        if not new:
-            return
-        _values.update(new)
-        _ordered = tuple(sorted(_values, key=len, reverse=True))  # longest first: no half-scrubbed value
+        changed = False
+        for form, replacement in forms.items():
+            if len(form) < MIN_LENGTH or _shown.get(form) == REDACTED or _shown.get(form) == replacement:
+                continue  # a secret stays a secret, whatever else it is also known as
+            _shown[form] = replacement
+            changed = True
+            if replacement != REDACTED and replacement not in _shown:
+                _shown[replacement] = replacement  # shown text is kept as it is: scrubbing twice changes nothing
+        if changed:
+            _pattern = _compile(_shown)
+
+
+def _jaas(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _compile(shown: Mapping[str, str]) -> re.Pattern[str] | None:
+    longest_first = sorted(shown, key=len, reverse=True)  # no half-scrubbed value
+    anywhere = [re.escape(f) for f in longest_first if len(f) >= MIN_ANYWHERE]
+    alone = [re.escape(f) for f in longest_first if len(f) < MIN_ANYWHERE]
+    branches = []
+    if anywhere:
+        branches.append("|".join(anywhere))
+    if alone:
+        branches.append(r"(?<![A-Za-z0-9])(?:" + "|".join(alone) + r")(?![A-Za-z0-9])")
+    return re.compile("|".join(branches)) if branches else None
 
 
 def scrub(text: str) -> str:
-    """`text` with every remembered secret replaced by `***`."""
-    for value in _ordered:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    return text
+    """`text` with every remembered secret replaced by `***`, every per-environment value by its reference."""
+    pattern = _pattern
+    if pattern is None or not text:
+        return text
+    return pattern.sub(lambda m: _shown.get(m.group(0), REDACTED), text)
 
 
 def scrub_bytes(data: bytes) -> bytes:
     """`scrub` for bytes (UTF-8; undecodable bytes are kept as they are)."""
-    if not _ordered:
+    if _pattern is None:
         return data
     return scrub(data.decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape")
 
 
 def knows_secrets() -> bool:
-    return bool(_ordered)
+    return _pattern is not None
 
 
 def forget_all() -> None:
     """For tests: start from a scrubber that knows nothing."""
-    global _ordered
+    global _pattern
     with _lock:
-        _values.clear()
-        _ordered = ()
+        _shown.clear()
+        _pattern = None
 
 
 def learn(state: object, *, base_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> None:
@@ -125,7 +171,8 @@ def _references(value: Any, seen: set[int]) -> Iterable[Any]:
 
 
 class ScrubbingStream(io.TextIOBase):
-    """A text stream that scrubs what is written to it before passing it on (for sys.stdout and sys.stderr)."""
+    """A text stream that scrubs what is written to it, and escapes control characters a name may carry
+    (`printable.terminal_safe`), before passing it on (for sys.stdout and sys.stderr)."""
 
     def __init__(self, inner: IO[str]) -> None:
         super().__init__()
@@ -136,7 +183,7 @@ class ScrubbingStream(io.TextIOBase):
         return self._inner
 
     def write(self, text: str) -> int:
-        self._inner.write(scrub(text))
+        self._inner.write(terminal_safe(scrub(text)))
         return len(text)
 
     def flush(self) -> None:
@@ -166,7 +213,7 @@ def scrubbing_log_filter() -> Any:
 
     class ScrubbingFilter(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
-            if not _ordered:
+            if _pattern is None:
                 return True
             message = record.getMessage()
             if record.exc_info and not record.exc_text:

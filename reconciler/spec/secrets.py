@@ -12,9 +12,11 @@ followed) must lie below that directory or below one of the folders listed in `K
 (`os.pathsep`-separated, set by the operator; `/run/secrets` when unset): a desired state from a pull request
 cannot read `~/.ssh/id_rsa` into a client property and have it sent to a broker of its choosing.
 
-Every value `resolve()` produces is handed to `redaction.remember`, so that the CLI's output and the job's logs
-are scrubbed of it. Must not: resolve anything while loading, keep a resolved value anywhere but the scrubber,
-or print one.
+Every value `resolve()` produces is handed to `redaction.remember` (a per-environment value to
+`redaction.remember_as`, shown as its reference), so that the CLI's output and the job's logs are scrubbed of
+it. A `${file:..}` reads at most `MAX_SECRET_FILE_BYTES`.
+
+Must not: resolve anything while loading, keep a resolved value anywhere but the scrubber, or print one.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, PlainSerializer
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
+from reconciler.spec.files import FileTooLarge, read_capped
 from reconciler.spec.issues import SecretResolutionError
-from reconciler.spec.redaction import remember
+from reconciler.spec.redaction import remember, remember_as
 
 FILE_ROOTS_ENV = "KMIRROR_FILE_ROOTS"
 DEFAULT_FILE_ROOTS = "/run/secrets"
@@ -41,6 +44,8 @@ _REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 REDACTED = "***"
+MAX_SECRET_FILE_BYTES = 1024 * 1024
+"""A `${file:..}` reads at most this much: a key, a certificate chain or a token is a few kilobytes."""
 
 # Client, Spark and storage properties that hold credentials: a literal value for one of these is refused
 # (reference it instead). Besides these names: `*.password`, `*.key`, `*secret*`, `*token*`, `*credentials*`,
@@ -163,11 +168,19 @@ class SecretRef:
     ) -> str:
         """The string with every reference replaced by its value. Raises SecretResolutionError if one is missing.
 
-        `secret=False` for a per-environment value that is no secret (bootstrap servers, the state topic): it is
-        not handed to the scrubber, so plans and messages keep showing it.
+        `secret=False` for a per-environment value (bootstrap servers, the state topic): the scrubber shows it as
+        the reference that read it (`${file:bootstrap.txt}`), not as `***`: a `${file:..}` can read any file below
+        the allowed folders, so what it read is never printed either way.
         """
         env = os.environ if environ is None else environ
-        keep = remember if secret else _keep_nothing
+        text = self._text
+
+        def keep(value: object, written: str) -> None:
+            if secret:
+                remember(value)
+            else:
+                remember_as(value, written)
+
         problems: list[str] = []
 
         def substitute(match: re.Match[str]) -> str:
@@ -184,27 +197,36 @@ class SecretRef:
             path = Path(target).expanduser()
             if not path.is_absolute() and base_dir is not None:
                 path = base_dir / path
-            outside = _outside_allowed_roots(path, base_dir, env)
+            outside = outside_allowed_roots(path, base_dir, env)
             if outside:
                 problems.append(outside)
                 return ""
             try:
-                content = path.read_text(encoding="utf-8")
+                content = read_capped(path, MAX_SECRET_FILE_BYTES).decode("utf-8")
+            except FileTooLarge:
+                problems.append(
+                    f"secret file {path} is larger than {MAX_SECRET_FILE_BYTES // 1024} KiB (point the reference at "
+                    "the file that holds the one value)"
+                )
+                return ""
+            except UnicodeDecodeError:
+                problems.append(f"secret file {path} is not UTF-8 text (a reference reads text: PEM, not DER)")
+                return ""
             except OSError as exc:
                 reason = exc.strerror or type(exc).__name__
                 problems.append(f"cannot read secret file {path}: {reason} (create it or fix the path)")
                 return ""
             value = content[:-1] if content.endswith("\n") else content
-            keep(value)
+            keep(value, match.group(0))
             return value
 
-        resolved = _REFERENCE.sub(substitute, self._text)
+        resolved = _REFERENCE.sub(substitute, text)
         if problems:
             raise SecretResolutionError("; ".join(problems))
-        for match in _REFERENCE.finditer(self._text):
+        for match in _REFERENCE.finditer(text):
             if match.group(1) is not None and match.group(1).startswith("env:"):
-                keep(env.get(match.group(1)[4:]))
-        keep(resolved)
+                keep(env.get(match.group(1)[4:]), match.group(0))
+        keep(resolved, text)
         return resolved
 
     def __str__(self) -> str:
@@ -241,7 +263,8 @@ def allowed_file_roots(base_dir: Path | None, environ: Mapping[str, str] | None 
     return roots
 
 
-def _outside_allowed_roots(path: Path, base_dir: Path | None, environ: Mapping[str, str]) -> str:
+def outside_allowed_roots(path: Path, base_dir: Path | None, environ: Mapping[str, str] | None = None) -> str:
+    """Why `path` (symlinks followed) may not be read, or "" when it lies below an allowed folder."""
     real = path.resolve()
     roots = allowed_file_roots(base_dir, environ)
     if any(real.is_relative_to(root) for root in roots):
@@ -331,7 +354,3 @@ def resolve_properties(
 def redact(value: object) -> object:
     """A value safe to show: references as written, literal values of sensitive keys never reach here."""
     return str(value) if isinstance(value, SecretRef) else value
-
-
-def _keep_nothing(value: object) -> None:
-    """`remember`'s stand-in for values that are no secret."""

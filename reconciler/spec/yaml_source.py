@@ -5,7 +5,8 @@ scalars from it ourselves, so that nothing is lost on the way: duplicate keys ar
 both locations) instead of silently overwritten, merge keys (`<<: *defaults`) work, custom tags are refused, and
 `Locations` can answer "where is flows[1].topics.include[0]?" for any error found later.
 
-Hostile input stays cheap: a document larger than `MAX_DOCUMENT_BYTES` is refused before it is parsed, and
+Hostile input stays cheap: a document larger than `MAX_DOCUMENT_BYTES` is refused before it is parsed, one nested
+deeper than `_MAX_DEPTH` levels as soon as the parser reaches that depth, and
 aliases may not expand it to more than `MAX_EXPANDED_NODES` nodes or be used more than `MAX_ALIASES` times
 (a "billion laughs" file of a few lines would otherwise build gigabytes).
 
@@ -16,6 +17,7 @@ No I/O: the loader reads the file and hands the text in.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,8 +106,19 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Locations, list[SpecIssue]]:
             ]
         )
     yaml = YAML(typ="rt")
+    _limit_depth(yaml)
     try:
+        _refuse_deep_flow(text)
         node = yaml.compose(text)
+    except _TooDeep as exc:
+        raise YamlSyntaxError(
+            [
+                SpecIssue(
+                    file, exc.line, exc.column, (), f"nesting is deeper than {_MAX_DEPTH} levels",
+                    "the desired state is never this deeply nested: look for unclosed [ or { here",
+                )
+            ]
+        ) from None  # fmt: skip
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -129,6 +142,51 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Locations, list[SpecIssue]]:
             [SpecIssue(file, mark.line, mark.column, (), str(exc), "use fewer aliases (*name), or write it out")]
         ) from None
     return data, builder.locations, builder.issues
+
+
+class _TooDeep(Exception):
+    def __init__(self, line: int, column: int) -> None:
+        super().__init__(f"deeper than {_MAX_DEPTH} levels at {line}:{column}")
+        self.line, self.column = line, column
+
+
+_FLOW_TOKEN = re.compile(r"""[\[\]{}]|'(?:[^'\n]|'')*'|"(?:[^"\\\n]|\\.)*"|(?:^|(?<=\s))#[^\n]*""", re.MULTILINE)
+
+
+def _refuse_deep_flow(text: str) -> None:
+    """Flow brackets (`[[[[...`) nested deeper than `_MAX_DEPTH`, found by a scan that skips quoted strings and
+    comments, before ruamel's scanner (which looks far ahead at each `[`) spends seconds on them."""
+    depth = 0
+    for match in _FLOW_TOKEN.finditer(text):
+        token = match.group(0)
+        if token in ("[", "{"):
+            depth += 1
+            if depth > _MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                raise _TooDeep(line, match.start() - text.rfind("\n", 0, match.start()))
+        elif token in ("]", "}"):
+            depth = max(0, depth - 1)
+
+
+def _limit_depth(yaml: YAML) -> None:
+    """Make the composer refuse a node nested deeper than `_MAX_DEPTH`, at the node, before it recurses on: a
+    file of a thousand `[` would otherwise take seconds and end in Python's recursion limit."""
+    composer = yaml.composer
+    compose_node = composer.compose_node
+    depth = 0
+
+    def limited(parent: Any, index: Any) -> Any:
+        nonlocal depth
+        depth += 1
+        try:
+            if depth > _MAX_DEPTH + 1:
+                mark = composer.parser.peek_event().start_mark
+                raise _TooDeep(mark.line + 1, mark.column + 1)
+            return compose_node(parent, index)
+        finally:
+            depth -= 1
+
+    composer.compose_node = limited
 
 
 def _syntax_hint(problem: str) -> str:

@@ -35,8 +35,11 @@ def cluster(bootstrap: str = "k:9093", **client: object) -> ClusterSpec:
 
 
 def both(spec: ClusterSpec, base: Path | None = None, env: dict[str, str] | None = None) -> tuple[Any, Any]:
-    return kafka_client_config(spec, base_dir=base, environ=env or {}), java_client_properties(
-        spec, base_dir=base, environ=env or {}
+    # Locations must lie below the allowed folders (tests/unit/spec/test_untrusted_input.py); these tests are
+    # about translation, with absolute paths such as /etc/kafka/ca.pem, so every folder is allowed here.
+    environ = {"KMIRROR_FILE_ROOTS": "/", **(env or {})}
+    return kafka_client_config(spec, base_dir=base, environ=environ), java_client_properties(
+        spec, base_dir=base, environ=environ
     )
 
 

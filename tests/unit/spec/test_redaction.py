@@ -60,9 +60,14 @@ spark: {conf: {spark.hadoop.fs.s3a.secret.key: "${env:KM_S3}"}}
     assert scrub("dumped-secret-000") == "***"
 
 
-def test_short_values_are_not_scrubbed() -> None:
-    SecretRef("${env:X}").resolve(environ={"X": "abc"})
-    assert scrub("abc") == "abc"
+def test_the_short_secret_rule() -> None:
+    """8+ characters: scrubbed anywhere; 3 to 7: only where they stand alone; 1 or 2: not at all (issue 35)."""
+    for value in ("ab", "abc", "pass", "s3cr3t-x"):
+        SecretRef("${env:X}").resolve(environ={"X": value})
+    assert scrub("ab abc") == "ab ***"  # 2 characters: no secret worth the name
+    assert scrub("password=pass; passing; pass") == "password=***; passing; ***"
+    assert scrub("abcd xabc abc.") == "abcd xabc ***."
+    assert scrub("mys3cr3t-xyz") == "my***yz"  # 8 characters: inside words too
 
 
 def test_the_scrubbing_stream_and_log_filter() -> None:
