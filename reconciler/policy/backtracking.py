@@ -1,294 +1,404 @@
-"""Refuse regexes that a backtracking engine could take forever on, before any name is matched against them.
+"""Refuse filter regexes that a backtracking engine could take too long on, before any name is matched against them.
 
-Both engines that run kmirror's filters backtrack: Python's `re` (plan, the checkpointer) and java.util.regex
-(Spark's `subscribePattern`, partition discovery). A topic or group name is chosen by whoever can create one on
-the source, so a filter must not take exponential time on any name. Refused, by looking at the parsed pattern:
-- nested quantifiers where the inner repeat can take over the next iteration's characters (`(a+)+`, `(.*)*`,
-  `(a{1,5})+`, `(x.*)+`, `(a.*b)+`); `(-[a-z]+)*` and `(\\d+\\.)+` are fine;
-- an unbounded repeat over alternatives that can start with the same character, or match nothing
-  (`(a|a)*`, `(a|ab)+`, `(a|)*`) — read from the text, as Java sees it;
-- three or more unbounded repeats that can all consume one character (`.*-.*-.*x`, `(?:.*-){3}x`: n^3 ways to
-  split a name; group names have no length limit).
-Possessive repeats and atomic groups are exempt: they never give characters back.
+kmirror matches filters in two engines. In Python (plan, the checkpointer) it uses RE2, which runs in time linear
+in the name whatever the pattern (`policy.filters`). The replication job hands the topic filter to Spark's
+`subscribePattern`, which matches with java.util.regex: a backtracking engine, which kmirror cannot replace there.
+Java only ever matches TOPIC names there, and Kafka limits those to 249 characters of `[a-zA-Z0-9._-]`; a topic is
+chosen by whoever can create one on the source, so the question this module answers is: what is the most work
+java.util.regex can do on any such name? A pattern is refused when that bound is over `STEP_BUDGET`.
+
+How the bound is computed (sound: it never under-counts what a backtracking engine explores):
+- The pattern becomes a position automaton that keeps multiplicities: one state per character-consuming piece,
+  an edge p -> q counted once per way the regex can go from p to q (so `(a|a)` has two edges, not one). A
+  bounded repeat is written out copy by copy, `E{2,4}` as `E E (E (E)?)?`, the way a counted loop runs; one too
+  large to write out is counted as `E+`/`E*`, whose ways include its ways.
+- A backtracking engine that fails tries every way to consume every prefix of the name. The number of ways to
+  reach each state after a prefix is a vector; the most work over all names of length n is at most the sum, over
+  prefixes, of the largest such vector's cost. The largest vectors are computed for every length up to 249 over
+  the 65 topic characters: vectors another one dominates are dropped (exact), and when too many remain they are
+  merged by their element-wise maximum (an over-approximation, so still sound).
+- A repeat whose body can match the empty string (`(a?){30}`, `(x|x?){20}`, `(a*)*`) is refused outright:
+  engines iterate it in ways the automaton cannot count, and it never means more than the same pattern without
+  the outer quantifier.
+Lookarounds, back-references, possessive repeats and atomic groups never reach this check: RE2 has none of them,
+so `spec.regex` refuses them first (if one does arrive, possessive and atomic are counted as ordinary repeats).
 
 Pure. Must not: run a pattern on input to find out whether it is slow (a hung check is what this prevents).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from re import _constants as sre  # type: ignore[attr-defined]  # the parser's opcodes (CPython 3.11+)
 from re import _parser  # type: ignore[attr-defined]  # CPython's regex parser: the tree, without compiling
 from typing import Any
 
-# Characters a hostile topic or group name is made of; enough to tell whether two pieces can consume the same one.
-_ALPHABET = frozenset(string.printable) - frozenset("\n\r\x0b\x0c")
-_UNBOUNDED_AT = 10  # a repeat of up to this many copies counts as unbounded: (a+){1,30} is as bad as (a+)+
-_MAX_OVERLAPPING_UNBOUNDED = 2  # n^2 for a 32 KB group name is a fraction of a second; n^3 is hours
+TOPIC_NAME_MAX = 249
+"""Kafka's longest topic name: the longest name java.util.regex ever matches a filter against."""
+
+TOPIC_ALPHABET = string.ascii_letters + string.digits + "._-"
+"""Every character Kafka allows in a topic name."""
+
+STEP_BUDGET = 1_000_000
+"""The most backtracking steps a filter may take on one topic name: a few milliseconds in java.util.regex."""
+
+_MAX_POSITIONS = 1_500  # bounded repeats written out beyond this are counted as unbounded
+_MAX_VECTORS = 24  # distinct worst cases kept per prefix length before merging
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+@dataclass
+class _Fragment:
+    first: dict[int, int]  # position -> ways a match can start with it
+    last: dict[int, int]  # position -> ways a match can end with it
+    empty: int  # ways to match the empty string
+
+
+@dataclass
+class _Automaton:
+    masks: list[int] = field(default_factory=lambda: [0])  # per position: the topic characters it takes (bits)
+    follow: list[dict[int, int]] = field(default_factory=lambda: [{}])  # position 0 is the start
+    reasons: set[str] = field(default_factory=set)
+
+    def position(self, mask: int) -> _Fragment:
+        self.masks.append(mask)
+        self.follow.append({})
+        index = len(self.masks) - 1
+        return _Fragment({index: 1}, {index: 1}, 0)
+
+    def connect(self, last: dict[int, int], first: dict[int, int]) -> None:
+        for p, ways in last.items():
+            targets = self.follow[p]
+            for q, more in first.items():
+                targets[q] = targets.get(q, 0) + ways * more
 
 
 def catastrophic_backtracking(pattern: str) -> list[tuple[str, str]]:
-    """(message, hint) for each reason `pattern` can take exponential (or worse than cubic) time to match a
-    hostile name; empty if it cannot. A static check of the pattern's structure, a few microseconds."""
+    """(message, hint) if java.util.regex could take more than `STEP_BUDGET` steps to match `pattern` against a
+    topic name; empty if it cannot. A static count over the pattern's structure (milliseconds, no matching)."""
     try:
         tree = _parser.parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
+        return []  # not a regex at all: spec.regex reports that
+    duplicated = _overlapping_single_characters(pattern)
+    if duplicated:
+        return [
+            (
+                f"has alternatives that match the same character ({duplicated}): a backtracking engine tries "
+                "exponentially many ways when the group repeats",
+                "put the characters in one class instead, e.g. (a|[a-c]) -> [a-c]",
+            )
+        ]
+    automaton = _Automaton()
+    try:
+        root = _build(automaton, list(tree), bool(tree.state.flags & re.IGNORECASE))
+    except _Refused as refused:
+        return [(refused.message, refused.hint)]
+    except RecursionError:
+        return [("is nested too deeply to check", "simplify the regex")]
+    automaton.connect({0: 1}, root.first)
+    steps, length, degree = worst_case_steps(automaton)
+    if steps <= STEP_BUDGET:
         return []
-    problems: list[tuple[str, str]] = []
-    nested = _nested_quantifier(list(tree))
-    if nested:
-        problems.append(
-            (
-                f"has nested quantifiers ({nested}): a name that almost matches makes it try exponentially many "
-                "ways, which hangs plan and the replication job",
-                "remove the inner or the outer quantifier, e.g. (a+)+ -> a+ and (.*)* -> .*",
-            )
+    why = ", ".join(sorted(automaton.reasons)) or "parts that can match the same text in more than one way"
+    growth = "exponentially many ways" if degree is None else f"about n^{degree} steps for an n-character name"
+    return [
+        (
+            f"can make a backtracking engine take {growth} ({why}): java.util.regex, which matches topic filters "
+            f"in the replication job, would take more than {STEP_BUDGET:,} steps on a topic name of {length} "
+            "characters, and a hostile topic name would stall the job",
+            "write it so that a name can be matched in only one way: drop an inner or outer quantifier "
+            "((a+)+ -> a+), make the alternatives of a repeated group start with different characters, "
+            "and use at most two repeats that can take the same character (one .* instead of several)",
         )
-    overlap = _overlapping_alternation(pattern)
-    if overlap:
-        problems.append(
-            (
-                f"repeats alternatives that can match the same text ({overlap}): a name that almost matches makes "
-                "it try exponentially many ways",
-                "make the alternatives start with different characters, or drop the repetition",
-            )
-        )
-    unbounded = _unbounded_repeats(list(tree))
-    for char in sorted(_ALPHABET):
-        count = sum(1 for chars in unbounded if char in chars)
-        if count > _MAX_OVERLAPPING_UNBOUNDED:
-            problems.append(
-                (
-                    f"has {count} unbounded repeats that can all match {char!r}: a long name of them takes "
-                    f"n^{count} steps to refuse",
-                    "use at most two such repeats (e.g. one .* instead of several)",
-                )
-            )
+    ]
+
+
+def worst_case_steps(automaton: _Automaton) -> tuple[int, int, int | None]:
+    """(steps, length, degree): an upper bound on the steps a failing backtracking match takes on the worst topic
+    name of up to `TOPIC_NAME_MAX` characters (or the first length at which it passes `STEP_BUDGET`), and the
+    polynomial degree of its growth (None when it looks exponential)."""
+    classes = _classes(automaton.masks)
+    out = [1 + sum(targets.values()) for targets in automaton.follow]
+    moves = [
+        [[(q, ways) for q, ways in targets.items() if automaton.masks[q] & bit] for targets in automaton.follow]
+        for bit in classes
+    ]
+    vectors: list[dict[int, int]] = [{0: 1}]
+    total = 0
+    costs: list[int] = []
+    previous: frozenset[tuple[tuple[int, int], ...]] | None = None
+    for length in range(TOPIC_NAME_MAX + 1):
+        cost = max(sum(ways * out[p] for p, ways in vector.items()) for vector in vectors) if vectors else 0
+        costs.append(cost)
+        total += cost
+        if total > STEP_BUDGET:
+            return total, length, _degree(costs)
+        if not vectors:
             break
-    return problems
+        signature = frozenset(tuple(sorted(v.items())) for v in vectors)
+        if signature == previous:  # the same worst cases from here on: each later length costs the same
+            total += cost * (TOPIC_NAME_MAX - length)
+            if total > STEP_BUDGET:
+                return total, TOPIC_NAME_MAX, 1
+            break
+        previous = signature
+        vectors = _step(vectors, moves)
+    return total, TOPIC_NAME_MAX, None if total > STEP_BUDGET else 0
 
 
-def _repeat(op: Any, av: Any) -> tuple[int, int, list[Any]] | None:
-    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
-        lo, hi, sub = av
-        return int(lo), int(hi), list(sub)
-    return None
+def _degree(costs: list[int]) -> int | None:
+    """The growth of the per-character cost: n^(d-1) per character makes n^d in all; None when exponential."""
+    n = len(costs) - 1
+    if n < 8 or costs[n // 2] == 0:
+        return None
+    ratio = costs[n] / costs[n // 2]
+    if ratio > 2**6:
+        return None
+    return max(1, round(math.log2(max(ratio, 1.0)))) + 1
 
 
-def _is_unbounded(lo: int, hi: int) -> bool:
-    return hi == sre.MAXREPEAT or (hi >= _UNBOUNDED_AT and hi != lo)
+def _step(vectors: list[dict[int, int]], moves: list[list[list[tuple[int, int]]]]) -> list[dict[int, int]]:
+    produced: list[dict[int, int]] = []
+    for vector in vectors:
+        for by_state in moves:
+            nxt: dict[int, int] = {}
+            for p, ways in vector.items():
+                for q, more in by_state[p]:
+                    nxt[q] = nxt.get(q, 0) + ways * more
+            if nxt:
+                produced.append(nxt)
+    return _keep_worst(produced)
 
 
-def _children(op: Any, av: Any) -> list[list[Any]]:
-    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-        return [list(av[2])]
+def _keep_worst(vectors: list[dict[int, int]]) -> list[dict[int, int]]:
+    """The vectors no other dominates; merged (element-wise maximum, which over-counts) when too many remain."""
+    vectors.sort(key=lambda v: -sum(v.values()))
+    kept: list[dict[int, int]] = []
+    for vector in vectors:
+        if not any(all(other.get(p, 0) >= ways for p, ways in vector.items()) for other in kept):
+            kept.append(vector)
+    if len(kept) <= _MAX_VECTORS:
+        return kept
+    by_support: dict[frozenset[int], dict[int, int]] = {}
+    for vector in kept:
+        merged = by_support.setdefault(frozenset(vector), {})
+        for p, ways in vector.items():
+            merged[p] = max(merged.get(p, 0), ways)
+    kept = list(by_support.values())
+    if len(kept) <= _MAX_VECTORS:
+        return kept
+    merged = {}
+    for vector in kept:
+        for p, ways in vector.items():
+            merged[p] = max(merged.get(p, 0), ways)
+    return [merged]
+
+
+def _classes(masks: Sequence[int]) -> list[int]:
+    """One bit per group of topic characters that every position either takes all of or none of."""
+    groups: dict[tuple[bool, ...], int] = {}
+    for i in range(len(TOPIC_ALPHABET)):
+        bit = 1 << i
+        signature = tuple(bool(mask & bit) for mask in masks)
+        groups[signature] = groups.get(signature, 0) | bit
+    return [bits for signature, bits in groups.items() if any(signature)]
+
+
+# -- the position automaton ----------------------------------------------------------------------------------
+
+
+def _build(automaton: _Automaton, items: Sequence[Any], ignorecase: bool) -> _Fragment:
+    result = _Fragment({}, {}, 1)
+    for op, av in items:
+        result = _concat(automaton, result, _build_one(automaton, op, av, ignorecase))
+    return result
+
+
+def _concat(automaton: _Automaton, left: _Fragment, right: _Fragment) -> _Fragment:
+    automaton.connect(left.last, right.first)
+    first = dict(left.first)
+    for q, ways in right.first.items():
+        first[q] = first.get(q, 0) + left.empty * ways
+    last = dict(right.last)
+    for p, ways in left.last.items():
+        last[p] = last.get(p, 0) + right.empty * ways
+    return _Fragment(
+        {q: w for q, w in first.items() if w}, {p: w for p, w in last.items() if w}, left.empty * right.empty
+    )
+
+
+def _build_one(automaton: _Automaton, op: Any, av: Any, ignorecase: bool) -> _Fragment:
+    if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
+        return automaton.position(_mask(op, av, ignorecase))
     if op == sre.SUBPATTERN:
-        return [list(av[3])]
-    if op == sre.BRANCH:
-        return [list(b) for b in av[1]]
-    if op in (sre.ASSERT, sre.ASSERT_NOT):
-        return [list(av[1])]
+        _group, add_flags, del_flags, body = av
+        if add_flags & re.IGNORECASE:
+            ignorecase = True
+        if del_flags & re.IGNORECASE:
+            ignorecase = False
+        return _build(automaton, list(body), ignorecase)
     if op == sre.ATOMIC_GROUP:
-        return [list(av)]
-    return []
+        return _build(automaton, list(av), ignorecase)
+    if op == sre.BRANCH:
+        branches = [_build(automaton, list(branch), ignorecase) for branch in av[1]]
+        if sum(1 for b in branches if b.empty) > 1 or _overlap(automaton, branches):
+            automaton.reasons.add("alternatives that can match the same text")
+        return _Fragment(
+            _sum(b.first for b in branches), _sum(b.last for b in branches), sum(b.empty for b in branches)
+        )
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+        return _repeat(automaton, int(av[0]), int(av[1]), list(av[2]), ignorecase)
+    if op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
+        raise _Refused("uses a back-reference", "back-references are not supported in filters")
+    return _Fragment({}, {}, 1)  # anchors (^ $ \b \A) and lookarounds consume nothing: one way, no characters
 
 
-def _nested_quantifier(items: Sequence[Any]) -> str:
-    """A variable repeat inside an unbounded one that can take over characters of the next iteration.
-
-    `(a+)+` and `(x.*)+` can split "aaaa" or "xxxx" between iterations in exponentially many ways; `(-[a-z]+)*`
-    and `(\\d+\\.)+` cannot (each iteration starts or ends with a character the inner repeat never takes).
-    """
-    for op, av in items:
-        if op in (sre.POSSESSIVE_REPEAT, sre.ATOMIC_GROUP):
-            continue  # gives nothing back: no backtracking into it
-        rep = _repeat(op, av)
-        if rep is not None and _is_unbounded(rep[0], rep[1]) and _can_consume(rep[2]):
-            body = rep[2]
-            first, last = _first(body)[0], _last(body)
-            for inner in _inner_repeats(body):
-                if inner & first and inner & last:
-                    return "a variable repeat inside an unbounded one"
-        for child in _children(op, av):
-            found = _nested_quantifier(child)
-            if found:
-                return found
-    return ""
-
-
-def _inner_repeats(items: Sequence[Any]) -> list[frozenset[str]]:
-    """The characters of every variable-length, backtracking repeat within `items`."""
-    found: list[frozenset[str]] = []
-    for op, av in items:
-        if op in (sre.POSSESSIVE_REPEAT, sre.ATOMIC_GROUP, sre.ASSERT, sre.ASSERT_NOT):
-            continue
-        rep = _repeat(op, av)
-        if rep is not None and rep[0] != rep[1]:
-            found.append(_chars(rep[2]))
-        for child in _children(op, av):
-            found.extend(_inner_repeats(child))
-    return found
-
-
-_COMPOUND = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT, sre.SUBPATTERN, sre.ATOMIC_GROUP, sre.BRANCH)
+def _repeat(automaton: _Automaton, lo: int, hi: int, body: list[Any], ignorecase: bool) -> _Fragment:
+    unbounded = hi == sre.MAXREPEAT
+    if hi == 0:
+        return _Fragment({}, {}, 1)
+    if hi == 1 and lo == 1:
+        return _build(automaton, body, ignorecase)
+    probe = _Automaton()
+    shape = _build(probe, body, ignorecase)
+    if shape.empty:
+        raise _Refused(
+            "repeats a part that can match nothing (like (a?){30} or (a*)*): a backtracking engine tries "
+            "exponentially many ways to match it on a name that almost matches",
+            "make the repeated part consume at least one character, e.g. (a?){30} -> a{0,30}, (a|a?){20} -> "
+            "a{0,20}, (a*)* -> a*",
+        )
+    size = len(probe.masks) - 1
+    if (unbounded or hi > 1) and _loops(probe):
+        automaton.reasons.add("nested quantifiers")
+    copies = lo + (0 if unbounded else hi - lo) + (1 if unbounded else 0)
+    if size * copies > _MAX_POSITIONS - len(automaton.masks):
+        lo, hi, unbounded = min(lo, 1), sre.MAXREPEAT, True  # counted as E+ or E*: every way of E{lo,hi} is one of its
+    result = _Fragment({}, {}, 1)
+    for _ in range(lo):
+        result = _concat(automaton, result, _build(automaton, body, ignorecase))
+    if unbounded:
+        loop = _build(automaton, body, ignorecase)
+        automaton.connect(loop.last, loop.first)
+        return _concat(automaton, result, _Fragment(loop.first, loop.last, 1))
+    optional: _Fragment | None = None  # E{0,k} as (E (E (E)?)?)?: iteration i+1 only after iteration i
+    for _ in range(hi - lo):
+        copy = _build(automaton, body, ignorecase)
+        if optional is not None:
+            copy = _concat(automaton, copy, optional)
+        optional = _Fragment(copy.first, copy.last, copy.empty + 1)
+    return result if optional is None else _concat(automaton, result, optional)
 
 
-def _last(items: Sequence[Any]) -> frozenset[str]:
-    """The characters a match of `items` can end with (an over-approximation)."""
-    found: set[str] = set()
-    for op, av in reversed(items):
-        if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
-            return frozenset(found | _single(op, av))
-        children = _children(op, av) if op not in (sre.ASSERT, sre.ASSERT_NOT) else []
-        for child in children:
-            found |= _last(child)
-        if op in _COMPOUND and not _first_of(op, av)[1]:
-            return frozenset(found)
-    return frozenset(found)
+def _loops(probe: _Automaton) -> bool:
+    """Whether a repeat's body holds a repeat of its own: an edge back to an earlier (or the same) position."""
+    return any(q <= p for p, targets in enumerate(probe.follow) if p for q in targets)
 
 
-def _can_consume(items: Sequence[Any]) -> bool:
-    return bool(_chars(items))
+def _overlap(automaton: _Automaton, branches: Sequence[_Fragment]) -> bool:
+    seen = 0
+    for branch in branches:
+        mask = 0
+        for q in branch.first:
+            mask |= automaton.masks[q]
+        if mask & seen:
+            return True
+        seen |= mask
+    return False
 
 
-def _chars(items: Sequence[Any]) -> frozenset[str]:
-    """Every alphabet character some piece of `items` can consume (an over-approximation)."""
-    found: set[str] = set()
-    for op, av in items:
-        if op in (sre.ASSERT, sre.ASSERT_NOT):
-            continue
-        if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
-            found |= _single(op, av)
-            continue
-        if op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
-            return _ALPHABET
-        for child in _children(op, av):
-            found |= _chars(child)
-    return frozenset(found)
+def _sum(maps: Any) -> dict[int, int]:
+    total: dict[int, int] = {}
+    for mapping in maps:
+        for key, ways in mapping.items():
+            total[key] = total.get(key, 0) + ways
+    return total
 
 
-def _single(op: Any, av: Any) -> frozenset[str]:
+def _mask(op: Any, av: Any, ignorecase: bool) -> int:
+    mask = 0
+    for i, char in enumerate(TOPIC_ALPHABET):
+        variants = {char, char.lower(), char.upper()} if ignorecase else {char}
+        if any(_takes(op, av, ord(v)) for v in variants):
+            mask |= 1 << i
+    return mask
+
+
+def _takes(op: Any, av: Any, code: int) -> bool:
     if op == sre.LITERAL:
-        return frozenset({chr(av)})
+        return bool(code == av)
     if op == sre.NOT_LITERAL:
-        return _ALPHABET - {chr(av)}
+        return bool(code != av)
     if op == sre.ANY:
-        return _ALPHABET
-    chars: set[str] = set()
-    negate = False
+        return code != ord("\n")
+    negate, found = False, False
     for item_op, item_av in av:
         if item_op == sre.NEGATE:
             negate = True
         elif item_op == sre.LITERAL:
-            chars.add(chr(item_av))
+            found = found or code == item_av
         elif item_op == sre.RANGE:
-            chars |= {c for c in _ALPHABET if item_av[0] <= ord(c) <= item_av[1]}
+            found = found or item_av[0] <= code <= item_av[1]
         elif item_op == sre.CATEGORY:
-            chars |= _category(item_av)
+            found = found or _in_category(item_av, chr(code))
         else:
-            chars |= _ALPHABET
-    return frozenset(_ALPHABET - chars) if negate else frozenset(chars)
+            found = True  # anything else: assume it takes the character (over-counting is safe)
+    return found != negate
 
 
-def _category(category: Any) -> set[str]:
-    probe = {
-        sre.CATEGORY_DIGIT: r"\d",
-        sre.CATEGORY_NOT_DIGIT: r"\D",
-        sre.CATEGORY_WORD: r"\w",
-        sre.CATEGORY_NOT_WORD: r"\W",
-        sre.CATEGORY_SPACE: r"\s",
-        sre.CATEGORY_NOT_SPACE: r"\S",
-    }.get(category)
-    if probe is None:
-        return set(_ALPHABET)
-    compiled = re.compile(probe)
-    return {c for c in _ALPHABET if compiled.fullmatch(c)}
+_CATEGORIES = {
+    sre.CATEGORY_DIGIT: (string.digits, False),
+    sre.CATEGORY_NOT_DIGIT: (string.digits, True),
+    sre.CATEGORY_WORD: (string.ascii_letters + string.digits + "_", False),
+    sre.CATEGORY_NOT_WORD: (string.ascii_letters + string.digits + "_", True),
+    sre.CATEGORY_SPACE: (" \t\n\r\x0b\x0c", False),
+    sre.CATEGORY_NOT_SPACE: (" \t\n\r\x0b\x0c", True),
+}
 
 
-def _first(items: Sequence[Any]) -> tuple[frozenset[str], bool]:
-    """The characters a match of `items` can start with, and whether it can match the empty string."""
-    found: set[str] = set()
-    for op, av in items:
-        first, nullable = _first_of(op, av)
-        found |= first
-        if not nullable:
-            return frozenset(found), False
-    return frozenset(found), True
+def _in_category(category: Any, char: str) -> bool:
+    members, negated = _CATEGORIES.get(category, (TOPIC_ALPHABET, False))
+    return (char in members) != negated
 
 
-def _first_of(op: Any, av: Any) -> tuple[frozenset[str], bool]:
-    if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
-        return _single(op, av), False
-    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-        first, nullable = _first(list(av[2]))
-        return first, nullable or av[0] == 0
-    if op == sre.SUBPATTERN:
-        return _first(list(av[3]))
-    if op == sre.ATOMIC_GROUP:
-        return _first(list(av))
-    if op == sre.BRANCH:
-        found: set[str] = set()
-        any_nullable = False
-        for branch in av[1]:
-            first, nullable = _first(list(branch))
-            found |= first
-            any_nullable = any_nullable or nullable
-        return frozenset(found), any_nullable
-    if op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
-        return _ALPHABET, True
-    return frozenset(), True  # anchors and lookarounds consume nothing
+def _overlapping_single_characters(pattern: str) -> str:
+    """An alternation of single characters two of which take the same one (`(a|b|a)`, `(?:x|[a-z])`), else ''.
 
-
-def _unbounded_repeats(items: Sequence[Any]) -> list[frozenset[str]]:
-    """The characters of every unbounded, backtracking repeat, once per copy a bounded repeat makes of it."""
-    found: list[frozenset[str]] = []
-    for op, av in items:
-        if op in (sre.POSSESSIVE_REPEAT, sre.ATOMIC_GROUP, sre.ASSERT, sre.ASSERT_NOT):
-            continue
-        rep = _repeat(op, av)
-        if rep is not None and _is_unbounded(rep[0], rep[1]):
-            found.append(_chars(rep[2]))  # what repeats inside it is the nested-quantifier check's business
-        elif rep is not None:
-            found.extend(_unbounded_repeats(rep[2]) * max(rep[1], 1))
-        else:
-            for child in _children(op, av):
-                found.extend(_unbounded_repeats(child))
-    return found
-
-
-def _overlapping_alternation(pattern: str) -> str:
-    """The first repeated group whose alternatives can start alike (or match nothing), as written; else ''.
-
-    Read from the text, not the parsed tree: Python's parser folds `a|a` into a class `[aa]`, which its engine
-    matches in linear time but Java's does not.
-    """
-    for body in _repeated_groups(pattern):
-        alternatives = split_alternatives(body)
-        if len(alternatives) < 2:
-            continue
-        firsts: list[frozenset[str]] = []
-        for alternative in alternatives:
+    Python's parser turns such an alternation into one character class, which loses that java.util.regex tries
+    both alternatives; so this one is read from the text. Case is ignored (`(?i:a|A)` takes 'a' twice)."""
+    for body in _alternations(pattern):
+        masks = []
+        for alternative in split_alternatives(body):
             try:
-                first, nullable = _first(list(_parser.parse(alternative)))
+                items = list(_parser.parse(alternative))
             except (re.error, RecursionError, OverflowError, ValueError):
                 return ""
-            if nullable:
-                return f"'({body})' has an alternative that matches nothing"
-            if any(first & other for other in firsts):
-                return f"'({body})'"
-            firsts.append(first)
+            if len(items) != 1 or items[0][0] not in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
+                break
+            masks.append(_mask(items[0][0], items[0][1], True))
+        else:
+            for i, mask in enumerate(masks):
+                if any(mask & other for other in masks[:i]):
+                    return body
     return ""
 
 
-def _repeated_groups(pattern: str) -> list[str]:
-    """The bodies of the groups in `pattern` that an unbounded, non-possessive quantifier follows."""
-    bodies: list[str] = []
+def _alternations(pattern: str) -> list[str]:
+    """The whole pattern and the body of each of its groups (group prefixes such as `?:` or `?i:` removed)."""
+    bodies = [pattern]
     stack: list[int] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
+    i, in_class = 0, False
+    while i < len(pattern):
         char = pattern[i]
         if char == "\\":
             i += 2
@@ -297,26 +407,17 @@ def _repeated_groups(pattern: str) -> list[str]:
             in_class = char != "]"
         elif char == "[":
             in_class = True
-            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+            if pattern.startswith(("]", "^]"), i + 1):
                 i += 2 if pattern[i + 1] == "]" else 3
                 continue
         elif char == "(":
             stack.append(i)
         elif char == ")" and stack:
-            start = stack.pop()
-            quantifier = re.match(r"(\*|\+|\{(\d+),(\d*)\})(\+?)", pattern[i + 1 :])
-            if quantifier and not quantifier.group(4):
-                upper = quantifier.group(3)
-                lower = quantifier.group(2)
-                if quantifier.group(2) is None or not upper or (int(upper) >= _UNBOUNDED_AT and upper != lower):
-                    bodies.append(_group_body(pattern[start + 1 : i]))
+            inner = pattern[stack.pop() + 1 : i]
+            prefix = re.match(r"\?(?:[:>]|[a-zA-Z]*(?:-[a-zA-Z]+)?:|<?[=!])", inner)
+            bodies.append(inner[prefix.end() :] if prefix else inner)
         i += 1
     return bodies
-
-
-def _group_body(inner: str) -> str:
-    match = re.match(r"\?(?:[:>]|[a-zA-Z]*(?:-[a-zA-Z]+)?:)", inner)
-    return inner[match.end() :] if match else inner
 
 
 def split_alternatives(body: str) -> list[str]:

@@ -6,8 +6,13 @@ not excluded, not internal (`__*`, `.*`, `*.internal`, `*-internal`) and not a c
 the flow's target). kmirror's own topics (`_kmirror.*`) are never replicated, its exactly-once groups (`kmirror-eos.*`)
 never translated.
 
-No pattern with catastrophic backtracking is ever compiled here (see `policy.backtracking`): a name chosen by
-whoever can create a topic or group on the source must not hang plan or the checkpointer.
+A name is chosen by whoever can create a topic or group on the source, so no name may hang plan, the
+checkpointer or the job. In Python the filters run on RE2 (`google-re2`), whose matching time is linear in the
+name whatever the pattern: no backtracking at all. RE2 has no lookarounds, back-references, possessive repeats or
+atomic groups, so a filter may not use them (`spec.regex` says so at the pattern's line); everything else a
+filter writes means the same in RE2, java.util.regex and MM2. The job's `subscribePattern` is matched by Java's
+backtracking engine, which kmirror cannot swap there; `policy.backtracking` refuses every pattern that could make
+it slow, and this module refuses them too (values that skipped the loader).
 
 `subscribe_pattern` renders that whole decision as one anchored Java regex for Spark's `subscribePattern`.
 Spark needs the anchors: its admin-based partition discovery (`SubscribePatternStrategy`) keeps topics for which
@@ -26,6 +31,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from reconciler.policy.backtracking import catastrophic_backtracking
 from reconciler.policy.naming import ReplicationPolicy, policy_for
@@ -61,23 +68,58 @@ class PatternFilter:
         return exclude is None or exclude.fullmatch(name) is None
 
 
+class LinearMatcher(Protocol):
+    """A compiled RE2 pattern: `fullmatch` takes time linear in the name."""
+
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+def _re2_options() -> object:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its own parse errors on stderr; ours are located and clearer
+    return options
+
+
+_RE2_OPTIONS = _re2_options()
+
+
+def linear_engine_error(pattern: str) -> str | None:
+    """Why RE2 cannot compile `pattern` (its own words), or None when it can."""
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return str(exc)
+    return None
+
+
+def compile_linear(pattern: str) -> LinearMatcher:
+    """`pattern` compiled by RE2 (ValueError when RE2 cannot read it): for matching names that anyone can choose."""
+    error = linear_engine_error(pattern)
+    if error is not None:
+        raise ValueError(f"regex {pattern!r} is not supported by RE2 (kmirror's linear-time matcher): {error}")
+    matcher: LinearMatcher = re2.compile(pattern, _RE2_OPTIONS)
+    return matcher
+
+
 @functools.lru_cache(maxsize=1024)
-def _compiled(
-    include: tuple[str, ...], exclude: tuple[str, ...]
-) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+def _compiled(include: tuple[str, ...], exclude: tuple[str, ...]) -> tuple[LinearMatcher | None, LinearMatcher | None]:
     return _join(include), _join(exclude)
 
 
-def _join(patterns: Sequence[str]) -> re.Pattern[str] | None:
+def _join(patterns: Sequence[str]) -> LinearMatcher | None:
     # Like MM2's compilePatternList; each pattern in its own group so an alternation inside one stays inside it.
     if not patterns:
         return None
     for pattern in patterns:
-        # The loader refuses these with a located error; this guards values that reach us some other way.
+        # The loader refuses these with a located error; this guards values that reach us some other way (the
+        # same patterns go to the job's java.util.regex, which backtracks).
         problems = catastrophic_backtracking(pattern)
         if problems:
             raise ValueError(f"filter regex {pattern!r} {problems[0][0]}; {problems[0][1]}")
-    return re.compile("|".join(f"(?:{p})" for p in patterns))
+    return compile_linear("|".join(f"(?:{p})" for p in patterns))
 
 
 _KMIRROR_INTERNAL = re.compile(KMIRROR_INTERNAL_TOPIC_PATTERN)

@@ -1,5 +1,6 @@
-"""Check a filter regex for both engines that read it: Python's `re` (planner, offsets) and java.util.regex
-(Spark's `subscribePattern`, and MM2 if the user goes back). A pattern must mean the same thing in both.
+"""Check a filter regex for every engine that reads it: RE2 in Python (planner, offsets; `re` parses it here too)
+and java.util.regex (Spark's `subscribePattern`, and MM2 if the user goes back). A pattern must mean the same
+thing in all of them.
 
 What is refused, and why (Python 3.11+ vs Java 17+):
 - Python-only: named groups `(?P<n>..)`, `(?P=n)`, conditionals `(?(1)..)`, comments `(?#..)`, flags `a`/`L`,
@@ -10,16 +11,20 @@ What is refused, and why (Python 3.11+ vs Java 17+):
 - Different in each: `\\v` (Python: one vertical-tab char; Java: any vertical whitespace), `\\b` in a class.
 - Not portable once kmirror joins a filter's patterns: global inline flags such as `(?i)` (only allowed at the
   very start in Python; use a scoped `(?i:..)`), and backreferences `\\1` (group numbers shift).
-Possessive quantifiers (`a*+`) and atomic groups (`(?>..)`) are fine: both engines have them since Python 3.11.
-`\\A`, `\\Z`, `^`, `$` are harmless: topic names never hold a newline.
+`\\A`, `^`, `$` are harmless: topic names never hold a newline.
 
-Also refused: patterns that make a backtracking engine (both are) take exponential or high-polynomial time on
-a hostile name, so that no topic or group name can hang plan, the checkpointer or Spark's partition discovery:
-- nested quantifiers: a variable repeat inside an unbounded one (`(a+)+`, `(.*)*`, `(a{1,5})+`, `(x.*)+`);
-- an unbounded repeat over alternatives that can start with the same character, or match nothing
-  (`(a|a)*`, `(a|ab)+`, `(a|)*`);
-- four or more unbounded repeats that can all consume the same character (`.*.*.*.*x`: n^4 ways to split).
-Possessive repeats and atomic groups are exempt: they never give characters back.
+Also refused, because kmirror matches names with RE2 in Python (linear time whatever the pattern, see
+`policy.filters`) and RE2 lacks them: lookarounds `(?=..)` `(?!..)` `(?<=..)` `(?<!..)` (use the filter's
+`exclude` list), possessive quantifiers `a*+`, atomic groups `(?>..)`, `\\Z`, `\\uHHHH`, the verbose flag `x`,
+and counts above 1000.
+
+And refused: patterns that java.util.regex, which matches the topic filter in the replication job and
+backtracks, could take more than a few milliseconds on when given a hostile topic name (`policy.backtracking`
+counts the ways; it is sound for bounded repeats too):
+- a repeat of a part that can match nothing (`(.?){30}`, `(x|x?){20}`, `(a*)*`, `(a|)*`);
+- nested quantifiers whose inner repeat can take the next iteration's characters (`(a+)+`, `(a{1,5})+`, `(x.*)+`);
+- repeated alternatives that can match the same text (`(a|a)*`, `(a|b|a)+`);
+- three or more repeats that can all take the same characters (`.*-.*-.*x`, `x?x?...x?xx...x`): n^3 or worse.
 
 Pure: no I/O. Must not: compile or run a pattern on input to find out whether it is slow (static checks only).
 """
@@ -31,6 +36,7 @@ import warnings
 from dataclasses import dataclass
 
 from reconciler.policy.backtracking import catastrophic_backtracking, split_alternatives
+from reconciler.policy.filters import linear_engine_error
 from reconciler.spec.issues import Severity
 
 
@@ -81,6 +87,8 @@ def regex_problems(pattern: str) -> list[RegexProblem]:
                     "escape it as \\[ or move it out of the class",
                 )
             )
+    if not problems:
+        problems.extend(linear_engine_problems(pattern))
     if not problems:
         problems.extend(backtracking_problems(pattern))
     if pattern != pattern.strip():
@@ -272,6 +280,38 @@ def _has_top_level_alternation(pattern: str) -> bool:
     return len(split_alternatives(pattern)) > 1
 
 
+_LINEAR_ENGINE_HINTS = (
+    (
+        ("(?=", "(?!", "(?<=", "(?<!"),
+        "lookarounds are not supported",
+        "list the names to leave out in the filter's exclude instead of a negative lookahead",
+    ),
+    (("(?>",), "atomic groups (?>...) are not supported", "use an ordinary group (?:...)"),
+    (("*+", "++", "?+", "}+"), "possessive quantifiers are not supported", "drop the second +, e.g. a*+ -> a*"),
+    (("\\Z",), "\\Z is not supported", "drop it: a filter always has to match the whole name"),
+    (("\\u",), "\\uHHHH escapes are not supported", "write the character itself, or \\xHH"),
+    (("(?x",), "the verbose flag x is not supported", "remove the flag and the spaces"),
+    (("repetition size",), "counts above 1000 are not supported", "use a smaller count, or * or +"),
+)
+
+
+def linear_engine_problems(pattern: str) -> list[RegexProblem]:
+    """Why RE2, the linear-time engine kmirror matches names with, cannot read `pattern` (empty when it can)."""
+    error = linear_engine_error(pattern)
+    if error is None:
+        return []
+    for needles, what, hint in _LINEAR_ENGINE_HINTS:
+        if any(needle in error for needle in needles):
+            return [
+                RegexProblem(
+                    f"uses a construct RE2 lacks: {what} (kmirror matches names with RE2, whose time is linear in "
+                    f"the name whatever the pattern; RE2 says: {error})",
+                    hint,
+                )
+            ]
+    return [RegexProblem(f"is not supported by RE2, kmirror's linear-time matcher: {error}", "simplify the regex")]
+
+
 def backtracking_problems(pattern: str) -> list[RegexProblem]:
-    """Why `pattern` can take exponential (or worse than cubic) time on a hostile name (see policy.backtracking)."""
+    """Why java.util.regex could take too long on a hostile topic name with `pattern` (see policy.backtracking)."""
     return [RegexProblem(message, hint) for message, hint in catastrophic_backtracking(pattern)]
