@@ -110,6 +110,25 @@ class SyncHistory:
         older = [s for s in self.store.syncs_for(tp) if s.upstream_offset <= upstream_offset]
         return max(older, key=lambda s: s.upstream_offset) if older else None
 
+    def syncs_since_rewind(self, topic_partition: TopicPartition) -> tuple[tuple[int, int], ...]:
+        """Every (upstream, downstream) sync of the partition since its last rewind, oldest first (the dense
+        window; MM2's sparser store adds the older ones when the window was trimmed). For `kmirror verify`, which
+        walks the records between consecutive syncs."""
+        if not self.read_to_end:
+            return ()
+        tp = TopicPartition(*topic_partition)
+        d = self._dense.get(tp)
+        dense = tuple(zip(d.upstream, d.downstream, strict=True)) if d is not None else ()
+        if d is not None and d.upstream and not d.trimmed:
+            return dense
+        first = dense[0][0] if dense else None
+        older = sorted(
+            (s.upstream_offset, s.downstream_offset)
+            for s in self.store.syncs_for(tp)
+            if first is None or s.upstream_offset < first
+        )
+        return tuple(older) + dense
+
     def syncs_for(self, topic_partition: TopicPartition) -> tuple[OffsetSync, ...]:
         """The newest sync first (then MM2's stored ones), like `OffsetSyncStore.syncs_for`."""
         tp = TopicPartition(*topic_partition)

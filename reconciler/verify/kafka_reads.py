@@ -1,0 +1,106 @@
+"""The Kafka side of `kmirror verify`: streams of committed records of one partition, read group-less and bounded.
+
+`records()` yields the committed records of a partition in [start, end) in offset order, read in chunks with
+`reconciler.adapters.record_ranges.RangeReader` (read_committed, assigned partitions, never a joined or committed
+group), each chunk admitted by a `RateLimiter` (`--max-records-per-second`, per cluster). `offsets_for_time`
+answers `--since` (the broker's offsets-for-times). This is the replaceable scan engine: the comparison
+(`reconciler.verify.compare`) only sees iterators of records, so a Spark batch reader could feed it instead.
+
+Must not: write anything, commit an offset, or compare records (that is `reconciler.verify.compare`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from reconciler.adapters.record_ranges import Range, RangeReader
+from reconciler.errors import ClusterUnreachableError, KmirrorError
+from reconciler.offsets.exact import Record
+
+__all__ = ["CHUNK", "RateLimiter", "ReadError", "offsets_for_time", "reader", "records"]
+
+CHUNK = 20_000
+"""Records per read of one partition (one assign): large enough that re-assigning costs little."""
+
+#: librdkafka's prefetch per partition, kept near one chunk (the default, 64 MB, would fetch far past a chunk's
+#: end and throw it away at the next assign).
+_PREFETCH = {"queued.max.messages.kbytes": 16384, "queued.min.messages": CHUNK, "auto.offset.reset": "earliest"}
+
+
+class ReadError(KmirrorError):
+    """A partition could not be read to the end of its range (a timeout, a broker error)."""
+
+
+class RateLimiter:
+    """At most `per_second` records a second on average (None: no bound); `acquire(n)` sleeps as needed."""
+
+    def __init__(self, per_second: int | None) -> None:
+        self.per_second = per_second
+        self._start = time.monotonic()
+        self._taken = 0
+
+    def chunk(self, default: int) -> int:
+        return default if self.per_second is None else max(1, min(default, self.per_second))
+
+    def acquire(self, n: int) -> None:
+        if self.per_second is None or n <= 0:
+            return
+        self._taken += n
+        due = self._start + self._taken / self.per_second
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+
+def reader(config: Mapping[str, Any], *, timeout: float) -> RangeReader:
+    """A group-less read_committed reader of `config`'s cluster, its prefetch sized for chunked scans."""
+    return RangeReader({**_PREFETCH, **config}, timeout=timeout)
+
+
+def records(
+    source: RangeReader, topic: str, partition: int, start: int, end: int, limiter: RateLimiter
+) -> Iterator[Record]:
+    """The committed records of `topic`/`partition` with start <= offset < end, in order, chunk by chunk."""
+    position = start
+    size = limiter.chunk(CHUNK)
+    while position < end:
+        limiter.acquire(size)
+        (read,) = source.read([Range(topic, partition, position, size, end - 1)])
+        if read.error:
+            raise ReadError(f"reading {topic}/{partition} from offset {position}: {read.error}")
+        for r in read.records:
+            if r.offset >= end:
+                return
+            yield r
+        if read.at_end or not read.records:
+            return
+        position = read.records[-1].offset + 1
+
+
+def offsets_for_time(
+    config: Mapping[str, Any], partitions: Sequence[tuple[str, int]], timestamp_ms: int, *, timeout: float
+) -> dict[tuple[str, int], int | None]:
+    """Per partition, the first offset whose timestamp is at or after `timestamp_ms` (None: no such record)."""
+    if not partitions:
+        return {}
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"kmirror-verify-{uuid.uuid4().hex[:8]}",  # never joined, never committed
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 0,
+        }
+    )
+    try:
+        found = consumer.offsets_for_times([TopicPartition(t, p, timestamp_ms) for t, p in partitions], timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterUnreachableError(f"offsets for time {timestamp_ms}: {exc}") from exc
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}

@@ -1,0 +1,180 @@
+"""`kmirror verify` for one flow: choose the ranges, read both clusters, compare, report.
+
+Per replicated source partition (the flow's topic filters, less heartbeats, narrowed by `topics`): the range to
+check (from a time by offsets-for-times, the last N offsets, or everything still on the source) up to the
+source's end, the remote partition up to its committed end, both read when the verify starts, then the flow's
+offset-syncs (`adapters.offset_syncs`, MM2's startup read), which place the source records on the target
+(`compare.plan_partition`); then each walk is read on both sides and classified (`compare.Walker`). Records
+the target does not hold yet past the newest sync are in flight (unverifiable, with a note); everything else
+absent is missing. Nothing is written; no consumer group is joined or committed.
+
+Must not: print (progress goes through `say`), write to a cluster, or decide a record's class (that is
+`reconciler.verify.compare`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reconciler.adapters.checkpointer import syncs_location
+from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.adapters.offset_syncs import read_offset_syncs
+from reconciler.errors import KmirrorError
+from reconciler.mm2.wire import TopicPartition
+from reconciler.spec.models import DesiredState, FlowSpec
+from reconciler.verify.compare import IN_FLIGHT, PartitionTally, Walker, plan_partition, tally_uncovered
+from reconciler.verify.kafka_reads import RateLimiter, ReadError, offsets_for_time, reader, records
+from reconciler.verify.report import PartitionRange, VerifyReport
+
+__all__ = ["Selection", "VerifyError", "verify"]
+
+Say = Callable[[str], None]
+
+
+class VerifyError(KmirrorError):
+    """The verify cannot start (no such flow, no topic matches, bad options)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which source records to check: all still on the source, those at or after `since_ms`, or the `last` N
+    offsets of each partition."""
+
+    since_ms: int | None = None
+    last: int | None = None
+    label: str = "everything on the source"
+
+
+def _flow(desired: DesiredState, name: str) -> FlowSpec:
+    try:
+        return desired.flow(name)
+    except KeyError:
+        names = ", ".join(f.name for f in desired.flows) or "none"
+        raise VerifyError(
+            f"there is no flow '{name}' in the desired state (flows: {names}); pass one of them with --flow"
+        ) from None
+
+
+def _compacted(configs: dict[str, str]) -> bool:
+    return "compact" in configs.get("cleanup.policy", "")
+
+
+def verify(
+    desired: DesiredState,
+    flow_name: str,
+    *,
+    topics: str | None = None,
+    selection: Selection = Selection(),
+    sample: float = 1.0,
+    max_records_per_second: int | None = None,
+    timeout: float = 30.0,
+    say: Say = lambda _: None,
+) -> VerifyReport:
+    began = time.monotonic()
+    flow = _flow(desired, flow_name)
+    if not 0 < sample <= 1:
+        raise VerifyError(f"--sample must be a fraction in (0, 1], got {sample}")
+    pattern = None
+    if topics is not None:
+        try:
+            pattern = re.compile(topics)
+        except re.error as exc:
+            raise VerifyError(f"--topics {topics!r} is not a valid regular expression: {exc}") from None
+    src_admin = KafkaAdmin(flow.source, desired.client_config(flow.source), timeout)
+    dst_admin = KafkaAdmin(flow.target, desired.client_config(flow.target), timeout)
+    heartbeats = flow.policy().heartbeats_topic()
+    source_topics = {
+        t: m
+        for t, m in src_admin.topics().items()
+        if t != heartbeats and flow.topic_matches(t) and (pattern is None or pattern.fullmatch(t))
+    }
+    if not source_topics:
+        narrowed = f" and --topics {topics!r}" if topics is not None else ""
+        raise VerifyError(
+            f"no topic on {flow.source} matches the filters of flow {flow.name}{narrowed}; "
+            "check the flow's topics.include and the --topics pattern (it must match whole names)"
+        )
+    partitions = sorted((t, p) for t, m in source_topics.items() for p in range(m.partitions))
+    # Ends first (source, then target), then the syncs: every sync that places a record below the target's end
+    # read here has been written by then.
+    src_start, src_end = src_admin.start_offsets(partitions), src_admin.end_offsets(partitions)
+    target_topics = dst_admin.topics()
+    remote = {t: flow.remote_topic(t) for t in source_topics}
+    on_target = [
+        (remote[t], p) for t, p in partitions if remote[t] in target_topics and p < target_topics[remote[t]].partitions
+    ]
+    dst_start, dst_end = dst_admin.start_offsets(on_target), dst_admin.end_offsets(on_target)
+    syncs_cluster, syncs_topic = syncs_location(flow)
+    store = read_offset_syncs(desired.client_config(syncs_cluster), syncs_topic, timeout=timeout)
+    if selection.since_ms is not None:
+        at = offsets_for_time(desired.client_config(flow.source), partitions, selection.since_ms, timeout=timeout)
+        first = {}
+        for tp in partitions:
+            found = at.get(tp)
+            first[tp] = src_end[tp] if found is None else max(src_start[tp], found)
+    elif selection.last is not None:
+        first = {tp: max(src_start[tp], src_end[tp] - selection.last) for tp in partitions}
+    else:
+        first = dict(src_start)
+    compacted_src = {t for t, c in src_admin.explicit_topic_configs(list(source_topics)).items() if _compacted(c)}
+    present = sorted({r for r, _ in on_target})
+    compacted_dst = {t for t, c in dst_admin.explicit_topic_configs(present).items() if _compacted(c)}
+
+    report = VerifyReport(flow.name, flow.source, flow.target, selection.label, sample)
+    if store is None:
+        report.notes.append(f"the offset-syncs topic {syncs_topic} on {syncs_cluster} does not exist (yet)")
+    src_limit, dst_limit = RateLimiter(max_records_per_second), RateLimiter(max_records_per_second)
+    src_reader = reader(desired.client_config(flow.source), timeout=timeout)
+    dst_reader = reader(desired.client_config(flow.target), timeout=timeout)
+    try:
+        for t, p in partitions:
+            r, tp = remote[t], (t, p)
+            tally = PartitionTally(t, p, r)
+            if (r, p) not in dst_end:
+                tally.error = f"the remote partition {r}/{p} does not exist on {flow.target}"
+                report.partitions.append((tally, PartitionRange(first[tp], src_end[tp], -1)))
+                continue
+            syncs = store.syncs_since_rewind(TopicPartition(t, p)) if store is not None else ()
+            plan = plan_partition(
+                t,
+                p,
+                r,
+                range_start=first[tp],
+                range_end=src_end[tp],
+                syncs=syncs,
+                target_start=dst_start[(r, p)],
+                target_end=dst_end[(r, p)],
+                sample=sample,
+            )
+            say(f"{t}/{p}: source [{plan.range_start}, {plan.range_end}), {len(plan.walks)} walk(s)")
+            try:
+                for u in plan.uncovered:
+                    tally_uncovered(tally, u, records(src_reader, t, p, u.start, u.end, src_limit))
+                for w in plan.walks:
+                    Walker(
+                        tally,
+                        w,
+                        proven_up_to=plan.proven_up_to,
+                        source_compacted=t in compacted_src,
+                        target_compacted=r in compacted_dst,
+                    ).run(
+                        records(src_reader, t, p, w.source_start, w.source_end, src_limit),
+                        records(dst_reader, r, p, w.target_start, w.target_end, dst_limit),
+                    )
+            except ReadError as exc:
+                tally.error = str(exc)
+            report.partitions.append((tally, PartitionRange(plan.range_start, plan.range_end, dst_end[(r, p)])))
+    finally:
+        src_reader.close()
+        dst_reader.close()
+    in_flight = sum(tl.reasons.get(IN_FLIGHT, 0) for tl, _ in report.partitions)
+    if in_flight:
+        report.notes.append(
+            f"{in_flight} record(s) were still in flight (past the newest offset-sync, not on the target when the "
+            "verify started): the flow is copying; run verify again once it has caught up to check them"
+        )
+    report.seconds = time.monotonic() - began
+    return report
