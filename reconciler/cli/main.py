@@ -198,7 +198,18 @@ def main(ctx: click.Context, debug: bool, no_color: bool) -> None:
 
 
 def _register() -> None:
-    from reconciler.cli import completion, cutover, dev, plan_apply, schema, show, state_cmds, status, validate
+    from reconciler.cli import (
+        completion,
+        connections,
+        cutover,
+        dev,
+        plan_apply,
+        schema,
+        show,
+        state_cmds,
+        status,
+        validate,
+    )
 
     main.add_command(dev.dev)
     main.add_command(validate.validate)
@@ -213,6 +224,7 @@ def _register() -> None:
     main.add_command(cutover.cutover)
     main.add_command(status.status)
     main.add_command(completion.completion)
+    main.add_command(connections.connections)  # hidden: the plan workflow's warning about connection changes
     from reconciler.cli import verify
 
     main.add_command(verify.verify)

@@ -32,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     hook, files = args[0], args[1:]
     failed = 0
     for file in files:
-        result = subprocess.run([sys.executable, "-m", "reconciler.cli", *COMMANDS[hook], file], check=False)
+        # -I: the hooks run in the config repository; `-m` must not import a `reconciler/` folder it holds
+        result = subprocess.run([sys.executable, "-I", "-m", "reconciler.cli", *COMMANDS[hook], file], check=False)
         failed += result.returncode != 0
     return 1 if failed else 0
 

@@ -2,16 +2,14 @@
 
 A branch that edits a cluster's `bootstrap_servers` or `client` settings, or moves the state to another cluster,
 could point kmirror (and the credentials the workflow holds) at a broker of its author's choosing. The plan
-workflow runs `python -m reconciler.spec.connections BASE_FILE HEAD_FILE` and puts what it prints (a Markdown
+workflow runs `kmirror connections BASE_FILE HEAD_FILE` (`cli/connections.py`) and puts what it prints (a Markdown
 warning, or nothing) at the top of the pull-request comment.
 
-Pure but for `main`, which reads the two files. Must not: resolve a secret reference or print a value (only the
-names of the fields that changed).
+Pure. Must not: resolve a secret reference or return a value (only the names of the fields that changed).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,23 +62,3 @@ def _read(text: str) -> dict[str, Any]:
 
 def _mapping(value: object) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2:
-        print("usage: python -m reconciler.spec.connections BASE_FILE HEAD_FILE", file=sys.stderr)
-        return 2
-    texts = []
-    for path in args:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                texts.append(handle.read())
-        except OSError:
-            texts.append("")
-    sys.stdout.write(warning_markdown(connection_changes(texts[0], texts[1])))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from reconciler.spec.connections import connection_changes, main, warning_markdown
+from reconciler.cli.main import main
+from reconciler.spec.connections import connection_changes, warning_markdown
 
 pytestmark = pytest.mark.unit
 
@@ -40,10 +42,11 @@ def test_a_new_file_or_an_unreadable_one_is_not_flagged_as_a_change() -> None:
     assert connection_changes("{{{", BASE) == []
 
 
-def test_the_warning_names_fields_not_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_warning_names_fields_not_values(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text(BASE)
     (tmp_path / "head.yaml").write_text(BASE.replace('"b:9093"', '"evil.example.com:9093"'))
-    assert main([str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml")]) == 0
-    out = capsys.readouterr().out
+    result = CliRunner().invoke(main, ["connections", str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml")])
+    assert result.exit_code == 0
+    out = result.stdout
     assert out.startswith("> [!WARNING]") and "`clusters.cloud.bootstrap_servers`" in out and "evil" not in out
     assert warning_markdown([]) == ""
