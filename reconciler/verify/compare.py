@@ -3,8 +3,9 @@
 What this is for: a flow copies every committed record of a source partition, in order, to its remote partition.
 Its offset-syncs say exactly where some source records landed (a sync (U, D): the record at source offset U is at
 target offset D). `plan_partition` turns a source range and the partition's syncs into walks: a source start and
-a target start known to be aligned (a sync), the offset from which records count, and where each side ends (the
-source end and the target's committed end as read when the verify started). `Walker` then reads both sides in
+a target start known to be aligned (a sync; where the syncs do not reach, the target's first record, searched
+for in the source), the offset from which records count, and where each side ends (the source end and the
+target's committed end as read when the verify started). `Walker` then reads both sides in
 order and compares pairwise (`differing_field`: key, value, headers less kmirror's own, the timestamp when the
 target keeps CreateTime, the same rule as `reconciler.offsets.exact.same_record`). When a pair differs it looks at
 a window of both sides (`WINDOW` records) for where they agree again (a run of at least two matching records) and
@@ -19,7 +20,8 @@ classifies what lies between:
     record the syncs prove was copied);
   - unexpected: a target record that is none of the above (no source record for it);
   - unverifiable: counted, not guessed: records past the newest offset-sync that the target does not hold yet (in
-    flight), before the oldest sync, or gone by compaction on a compacted side.
+    flight), before the oldest sync and not on the target (never copied, or deleted there), or gone by compaction
+    on a compacted side.
 
 Sampling (`sample` < 1) is per segment between two consecutive syncs, chosen by a hash of (topic, partition,
 first source offset): the same segments every run, and only those are read.
@@ -140,15 +142,21 @@ def sampled(topic: str, partition: int, offset: int, fraction: float) -> bool:
 @dataclass(frozen=True, slots=True)
 class Walk:
     """One aligned read of both sides: source records in [source_start, source_end), counted from
-    `checked_from`; target records in [target_start, target_end). `target_truncated`: the target's log start was
-    above where the source start's copy landed, so the records copied below it are gone (deleted on the target)."""
+    `checked_from`; target records in [target_start, target_end).
+
+    `lead`: the walk's start is not aligned by a sync but by the target's first record, so the source records
+    before the first one found on the target count as `lead` ("missing": they were copied below the target's
+    log start, deleted there; "unverifiable": they come before the oldest offset-sync, so they may never have
+    been copied), for `lead_reason`. Such a walk searches the source for the target's first record however far.
+    """
 
     source_start: int
     source_end: int
     target_start: int
     target_end: int
     checked_from: int
-    target_truncated: bool = False
+    lead: Literal["missing", "unverifiable"] | None = None
+    lead_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,41 +216,49 @@ def plan_partition(
         why = "no offset-sync for this partition yet (has the flow copied it?)"
         return plan(uncovered=[Uncovered(range_start, range_end, "unverifiable", why)])
     uncovered: list[Uncovered] = []
+    walks: list[Walk] = []
     start = range_start
     at_or_before = [s for s in usable if s[0] <= start]
     if at_or_before:
         anchor = at_or_before[-1]
     else:
+        # Before the oldest sync (the offset-syncs topic is compacted: old syncs go): the target's records below
+        # that sync's copy are copies of the source records before it, in order, from the target's log start on.
         anchor = usable[0]
-        why = f"before the oldest offset-sync of the partition (source offset {anchor[0]})"
-        uncovered.append(Uncovered(start, min(anchor[0], range_end), "unverifiable", why))
+        why = f"before the oldest offset-sync of the partition (source offset {anchor[0]}): not copied, or deleted"
+        end = min(anchor[0], range_end)
+        if anchor[1] < target_start:
+            uncovered.append(Uncovered(start, end, "unverifiable", why))
+        elif sampled(topic, partition, start, sample):
+            walks.append(Walk(start, end, target_start, anchor[1], start, "unverifiable", why))
         start = anchor[0]
         if start >= range_end:
-            return plan(uncovered=uncovered)
-    truncated = anchor[1] < target_start
-    if truncated:
+            return plan(walks, uncovered)
+    lead: Literal["missing"] | None = None
+    why = f"deleted on the target (below its log start offset {target_start})"
+    if anchor[1] < target_start:
         # The newest sync whose copy is below the target's log start: every source record before it was copied
         # below that start, so it is gone from the target.
+        lead = "missing"
         anchor = [s for s in usable if s[1] < target_start][-1]
         if anchor[0] > start:
-            why = f"deleted on the target (below its log start offset {target_start})"
             uncovered.append(Uncovered(start, min(anchor[0], range_end), "missing", why))
             start = anchor[0]
             if start >= range_end:
-                return plan(uncovered=uncovered)
-    first_target = target_start if truncated else anchor[1]
+                return plan(walks, uncovered)
+    first_target = target_start if lead else anchor[1]
     if sample >= 1.0:
-        walk = Walk(anchor[0], range_end, first_target, target_end, start, truncated)
-        return plan([walk], uncovered)
+        walks.append(Walk(anchor[0], range_end, first_target, target_end, start, lead, why if lead else ""))
+        return plan(walks, uncovered)
     # Segments between consecutive syncs, from the anchor on; each read only when its hash selects it.
     bounds = [s for s in usable if s[0] > anchor[0] and s[0] < range_end]
     heads = [(anchor[0], first_target), *bounds]
     tails = [*bounds, (range_end, target_end)]
-    walks = []
     for i, ((u, d), (u_next, d_next)) in enumerate(zip(heads, tails, strict=True)):
         checked_from = max(u, start)
         if sampled(topic, partition, checked_from, sample):
-            walks.append(Walk(u, u_next, d, d_next, checked_from, truncated and i == 0))
+            first = i == 0 and lead is not None
+            walks.append(Walk(u, u_next, d, d_next, checked_from, lead if first else None, why if first else ""))
     return plan(walks, uncovered)
 
 
@@ -472,6 +488,9 @@ class Walker:
                 break
         if block is not None:
             ns, nt, at_end = block[0], block[1], False
+        elif self.walk.lead is not None and not self._resynced and not both_end:
+            # Still looking for the target's first record in the source: this source window is not on the target.
+            ns, nt, at_end = len(sl), 0, False
         elif both_end:
             ns, nt, at_end = len(sl), len(tl), True
         else:
@@ -535,10 +554,11 @@ class Walker:
     def _gone_from_target(self, s: Record, *, at_end: bool) -> None:
         if not self._counted(s.offset):
             return
-        if self.walk.target_truncated and not self._resynced:
-            self.tally.add_missing(
-                s.offset, f"deleted on the target (below its log start offset {self.walk.target_start})"
-            )
+        if self.walk.lead is not None and not self._resynced:
+            if self.walk.lead == "missing":
+                self.tally.add_missing(s.offset, self.walk.lead_reason)
+            else:
+                self.tally.add_unverifiable(self.walk.lead_reason)
         elif self.target_compacted:
             self.tally.add_unverifiable(COMPACTED_TARGET)
         elif at_end and s.offset > self.proven_up_to:

@@ -254,7 +254,7 @@ def test_a_target_that_diverges_for_longer_than_the_window_is_taken_place_for_pl
 def test_a_truncated_target_start_is_missing_until_the_copies_resume() -> None:
     src = source(30)
     tgt = copy(src)[7:]  # DeleteRecords up to target offset 7
-    w = Walk(0, 30, 7, 30, 0, target_truncated=True)
+    w = Walk(0, 30, 7, 30, 0, "missing", "deleted on the target (below its log start offset 7)")
     t = Walker(PartitionTally("orders", 0), w, proven_up_to=29).run(src, tgt)
     assert bad(t) == {"missing": 7} and t.first_bad_source_offsets == [0, 1, 2, 3, 4, 5, 6]
     assert "deleted on the target" in next(iter(t.reasons))
@@ -321,10 +321,35 @@ def test_a_range_starts_at_the_sync_at_or_before_it() -> None:
     assert p.proven_up_to == 40  # type: ignore[attr-defined]
 
 
-def test_before_the_oldest_sync_is_unverifiable() -> None:
-    p = plan(syncs=[(20, 25), (40, 45)])
+def test_before_the_oldest_sync_the_target_is_read_from_its_log_start() -> None:
+    p = plan(syncs=[(20, 25), (40, 45)], target_start=3)
+    assert p.uncovered == ()  # type: ignore[attr-defined]
+    lead, main = p.walks  # type: ignore[attr-defined]
+    assert (lead.source_start, lead.source_end, lead.target_start, lead.target_end, lead.lead) == (
+        0,
+        20,
+        3,
+        25,
+        "unverifiable",
+    )
+    assert (main.source_start, main.target_start, main.lead) == (20, 25, None)
+
+
+def test_before_an_oldest_sync_already_below_the_target_log_start_is_unverifiable() -> None:
+    p = plan(syncs=[(20, 25), (40, 45)], target_start=30)
     assert [(u.start, u.end, u.classification) for u in p.uncovered] == [(0, 20, "unverifiable")]  # type: ignore[attr-defined]
-    assert p.walks[0].source_start == 20  # type: ignore[attr-defined]
+    assert p.walks[0].source_start == 20 and p.walks[0].lead == "missing"  # type: ignore[attr-defined]
+
+
+def test_a_lead_walk_finds_the_targets_first_record_however_far_and_checks_from_there() -> None:
+    src = source(5000)
+    tgt = copy(src[3100:])  # the flow started late, or the target's older records are gone
+    tgt[400] = at(src[3500], 400, value=b"x")
+    w = Walk(0, 5000, 0, len(tgt), 0, "unverifiable", "before the oldest offset-sync")
+    t = Walker(PartitionTally("orders", 0), w, proven_up_to=4999, window=500).run(src, tgt)
+    assert t.unverifiable == 3100 and t.reasons["before the oldest offset-sync"] == 3100
+    assert bad(t) == {"unverifiable": 3100, "different": 1} and t.first_bad_source_offsets == [3500]
+    assert t.checked == 1900
 
 
 def test_syncs_past_the_target_end_prove_nothing() -> None:
@@ -336,7 +361,7 @@ def test_records_copied_below_the_target_log_start_are_missing() -> None:
     p = plan(syncs=[(0, 0), (10, 10), (20, 20), (30, 30)], target_start=25)
     assert [(u.start, u.end, u.classification) for u in p.uncovered] == [(0, 20, "missing")]  # type: ignore[attr-defined]
     (w,) = p.walks  # type: ignore[attr-defined]
-    assert (w.source_start, w.target_start, w.target_truncated) == (20, 25, True)
+    assert (w.source_start, w.target_start, w.lead) == (20, 25, "missing")
 
 
 def test_sampling_reads_the_same_segments_every_time_and_about_the_fraction() -> None:
