@@ -19,7 +19,14 @@ from reconciler.adapters.preflight import preflight_warnings
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome, Executor, JobRunner
 from reconciler.plan.builder import build_plan
-from reconciler.plan.definition import Kind, Plan, internal_topic_address
+from reconciler.plan.definition import (
+    Action,
+    Kind,
+    Plan,
+    ResourceChange,
+    change_differences,
+    internal_topic_address,
+)
 from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.spec.models import DesiredState
 from reconciler.state.lock import StateLock, force_unlock
@@ -103,17 +110,29 @@ def make_plan(
     return plan.model_copy(update={"warnings": (*plan.warnings, *refused)}) if refused else plan
 
 
-def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_topic: str = "") -> None:
-    """Refuse a saved plan that was edited, made from another desired state, or made before the state moved or
-    the resources it touches changed.
+def check_saved_plan(
+    saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_topic: str = "", key: bytes | None = None
+) -> None:
+    """Refuse a saved plan that was edited (its seal does not hold for `key`, or any change it would execute
+    differs from the same change planned now), made from another desired state, or made before the state moved
+    or the resources it touches changed. Every refusal names what differs.
 
-    `state_topic` (an internal_topic address) is exempt: taking the lock creates the state topic itself.
+    `state_topic` (an internal_topic address) is exempt from a create: taking the lock creates the state topic.
     """
-    if not saved.digest or saved.digest != saved.content_digest():
+    now = {c.address: c for c in fresh.changes}
+    problem = saved.seal_problem(key)
+    if problem is not None:
+        differences = _differences(saved, now, state_topic)
         raise StalePlanError(
-            "Saved plan was altered after it was made: its changes, digests or state no longer match the plan's "
-            f"digest ({saved.digest or 'missing'}). Nothing was changed. Apply only a plan file exactly as "
-            "`kmirror plan --out` wrote it; run `kmirror plan --out plan.json` again."
+            f"Saved plan was altered after it was made: {problem}. The plan's digest "
+            f"({saved.digest[:24] + '...' if len(saved.digest) > 24 else saved.digest or 'missing'}) "
+            + (
+                f"does not cover what it would execute; it differs from a fresh plan: {'; '.join(differences)}. "
+                if differences
+                else "does not hold. "
+            )
+            + "Nothing was changed. Apply only a plan file exactly as `kmirror plan --out` wrote it, with the same "
+            "KMIRROR_PLAN_KEY; run `kmirror plan --out plan.json` again."
         )
     if saved.spec_digest != fresh.spec_digest:
         raise StalePlanError(
@@ -130,10 +149,9 @@ def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_to
             f"(lineage {snapshot.lineage or 'none'}); another apply ran since. Nothing was changed. "
             "Run `kmirror plan` again and review the new plan."
         )
-    now = {c.address: c for c in fresh.changes}
     moved = []
     for c in saved.changes:
-        if c.address == state_topic:
+        if c.address == state_topic and c.action == Action.CREATE:
             continue
         current = now.get(c.address)
         if current is None:
@@ -147,6 +165,25 @@ def check_saved_plan(saved: Plan, fresh: Plan, snapshot: StateSnapshot, state_to
             + ("; ..." if len(moved) > 10 else "")
             + ". Nothing was changed. Run `kmirror plan` again and review the new plan."
         )
+    differences = _differences(saved, now, state_topic)
+    if differences:
+        raise StalePlanError(
+            "Saved plan differs from what kmirror would execute now, though the state and the clusters it read did "
+            f"not change: {'; '.join(differences)}. The plan file was edited after it was made. Nothing was "
+            "changed. Run `kmirror plan` again and review the new plan."
+        )
+
+
+def _differences(saved: Plan, now: dict[str, ResourceChange], state_topic: str) -> list[str]:
+    """`address: what differs` for each saved change that a fresh plan would not execute the same way."""
+    found = []
+    for c in saved.changes:
+        if c.address == state_topic and c.action == Action.CREATE:
+            continue
+        differences = change_differences(c, now.get(c.address))
+        if differences:
+            found.append(f"{c.address}: {', '.join(differences)}")
+    return found[:10] + ([f"and {len(found) - 10} more changes"] if len(found) > 10 else [])
 
 
 def apply(
@@ -158,8 +195,10 @@ def apply(
     lock_wait: float = 0.0,
     targets: Sequence[str] = (),
     timeout: float = 30.0,
+    plan_key: bytes | None = None,
 ) -> ApplyResult | None:
-    """Plan (or take `saved`), confirm, and execute under the state lock. None: declined or nothing to do."""
+    """Plan (or take `saved`, checked against a fresh plan and `plan_key`), confirm, and execute under the state
+    lock. None: declined or nothing to do."""
     store = state_store(desired, timeout)
     lock = StateLock(store, "apply")
     with lock.held(wait=lock_wait) as snapshot:
@@ -167,8 +206,8 @@ def apply(
         fresh = make_plan(desired, recorded=snapshot.recorded(), targets=targets, admins=admins, timeout=timeout)
         if saved is not None:
             state_topic = internal_topic_address(desired.state.cluster, desired.state.topic)
-            check_saved_plan(saved, fresh, snapshot, state_topic)
-        plan = saved or fresh
+            check_saved_plan(saved, fresh, snapshot, state_topic, plan_key)
+        plan = saved or fresh.sealed(plan_key)
         if not plan.has_changes or not confirm(plan):
             return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None
         session = ApplySession(store, snapshot, plan.plan_id, plan.spec_digest, lock.id)

@@ -17,7 +17,7 @@ from reconciler import operations
 from reconciler.cli.diagnostics import json_errors, located_in
 from reconciler.cli.extras import require_module
 from reconciler.cli.options import file_option
-from reconciler.cli.planfile import read_plan
+from reconciler.cli.planfile import plan_key, read_plan
 from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
 from reconciler.executor import ChangeOutcome
@@ -84,9 +84,11 @@ def plan(
 
     With --format json a failure prints {"ok": false, "diagnostics": [...]} on stdout (and exits 1).
     """
+    key = plan_key()
     loaded = load(path)
     with located_in(loaded), status("Reading the clusters, the state and the jobs"):
         result = operations.make_plan(loaded.state, targets=targets, timeout=timeout, exact_budget=exact_budget)
+    result = result.sealed(key)  # keyed with KMIRROR_PLAN_KEY when it is set; otherwise the plan says it is unsealed
     if out is not None:
         out.write_text(result.to_json())
     click.echo(_render(result, fmt, _color(ctx)), nl=False)
@@ -116,8 +118,14 @@ def apply(
       kmirror apply -f kmirror.yaml --auto-approve    # CI on merge
       kmirror apply -f kmirror.yaml plan.json         # exactly the reviewed plan; refused if stale
     """
+    key = plan_key()
     desired = load(path).state
     saved = read_plan(planfile) if planfile else None
+    if saved is not None and saved.seal == "none" and key is None:
+        click.echo(
+            f"Note: {planfile} is not sealed (KMIRROR_PLAN_KEY was not set when it was made, nor is it now); apply "
+            "checks it against a fresh plan of the clusters instead."
+        )
     color = _color(ctx)
     started = time.monotonic()
 
@@ -143,7 +151,7 @@ def apply(
 
     result = operations.apply(
         desired, saved=saved, confirm=confirm, progress=progress, lock_wait=lock_timeout, targets=targets,
-        timeout=timeout,
+        timeout=timeout, plan_key=key,
     )  # fmt: skip
     if result is None:
         click.echo("Apply cancelled; nothing was changed.")

@@ -5,30 +5,68 @@ written by another kmirror. Each case is a located error that says what to do, n
 Within `format_version` 1, fields this kmirror does not know are ignored (docs/plan-format.md: fields may be
 added within a version); a higher `format_version` is refused, naming the version.
 
-Must not: apply, fix or guess anything; a plan it cannot read completely is refused.
+A plan file may also be hostile (`/dev/zero`, JSON nested 100,000 deep, a 100,000-digit number): each is a
+located error in well under a second, with at most `MAX_PLAN_BYTES` read. The plan's seal key comes from the
+environment here (`plan_key`), never from a file or the command line.
+
+Must not: apply, fix or guess anything; a plan it cannot read completely is refused. Must not: print the key.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from reconciler.errors import InputFileError
+from reconciler.errors import ConfigError, InputFileError
 from reconciler.plan.definition import FORMAT_VERSION, Plan
 
 _REMAKE = "make it again with `kmirror plan --out PLANFILE`"
+
+MAX_PLAN_BYTES = 64 * 1024 * 1024
+"""A plan of 10,000 topics with their configs is a few megabytes; a larger file is not a plan kmirror wrote."""
+
+MAX_PLAN_DEPTH = 64
+"""How deeply a plan's JSON may nest; kmirror's own plans stay under 15 levels."""
+
+PLAN_KEY_ENV = "KMIRROR_PLAN_KEY"
+MIN_PLAN_KEY_CHARS = 16
+
+
+def plan_key() -> bytes | None:
+    """The key that seals saved plans (`KMIRROR_PLAN_KEY`), or None when it is not set (plans are then unsealed)."""
+    value = os.environ.get(PLAN_KEY_ENV, "")
+    if not value:
+        return None
+    if len(value) < MIN_PLAN_KEY_CHARS:
+        raise ConfigError(
+            f"{PLAN_KEY_ENV} is too short ({len(value)} characters; at least {MIN_PLAN_KEY_CHARS}): a short key can "
+            "be guessed, and a guessed key lets anyone re-seal an edited plan. Use a random one, e.g. "
+            "`openssl rand -hex 32`, kept as a CI secret"
+        )
+    return value.encode("utf-8")
 
 
 def read_plan(path: Path) -> Plan:
     """The plan saved in `path`; `InputFileError` located in the file when it cannot be used as it is."""
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_PLAN_BYTES + 1)
     except OSError as exc:
         raise InputFileError(file, f"cannot read the plan file: {exc.strerror or type(exc).__name__}") from None
+    if len(raw) > MAX_PLAN_BYTES:
+        raise InputFileError(
+            file,
+            f"the plan file is larger than {MAX_PLAN_BYTES // (1024 * 1024)} MiB, which no plan kmirror writes is",
+            "give the file `kmirror plan --out` wrote; " + _REMAKE,
+        )
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputFileError(file, "the plan file is not UTF-8 JSON text", _REMAKE) from None
     try:
@@ -37,6 +75,21 @@ def read_plan(path: Path) -> Plan:
         truncated = exc.pos >= len(text.rstrip())
         message = "the plan file ends early (truncated?)" if truncated else f"not valid JSON: {exc.msg}"
         raise InputFileError(file, message, _REMAKE, line=exc.lineno, column=exc.colno) from None
+    except RecursionError:
+        line, column = _too_deep_at(text)
+        raise InputFileError(
+            file, f"the JSON nests more than {MAX_PLAN_DEPTH} levels deep", _REMAKE, line=line, column=column
+        ) from None
+    except ValueError as exc:  # a number too long to convert (Python refuses more than 4,300 digits)
+        line, column = _position(text, re.search(r"\d{4000,}", text))
+        raise InputFileError(
+            file, f"not a plan kmirror wrote: {_first_sentence(exc)}", _REMAKE, line=line, column=column
+        ) from None
+    if _depth(data) > MAX_PLAN_DEPTH:
+        line, column = _too_deep_at(text)
+        raise InputFileError(
+            file, f"the JSON nests more than {MAX_PLAN_DEPTH} levels deep", _REMAKE, line=line, column=column
+        )
     if not isinstance(data, dict):
         raise InputFileError(file, f"a plan is a JSON object, this file holds {_kind(data)}", _REMAKE, line=1, column=1)
     version = data.get("format_version")
@@ -65,6 +118,48 @@ def read_plan(path: Path) -> Plan:
             file, message, "the plan file was edited or damaged; " + _REMAKE, line=_line_of(text, first["loc"]),
             column=1 if _line_of(text, first["loc"]) else None, field=field,
         ) from None  # fmt: skip
+
+
+def _depth(data: Any) -> int:
+    """How deeply `data` nests (iteratively: a deep value must not exhaust the stack here either)."""
+    deepest = 0
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            if deepest > MAX_PLAN_DEPTH:
+                return deepest
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _too_deep_at(text: str) -> tuple[int | None, int | None]:
+    """The line and column where `text` first nests deeper than `MAX_PLAN_DEPTH` (strings skipped)."""
+    depth = 0
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_PLAN_DEPTH:
+                return _position(text, match)
+        elif token in "]}":
+            depth -= 1
+    return None, None
+
+
+def _position(text: str, match: re.Match[str] | None) -> tuple[int | None, int | None]:
+    if match is None:
+        return None, None
+    start = match.start()
+    return text.count("\n", 0, start) + 1, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+def _first_sentence(exc: Exception) -> str:
+    return str(exc).split(";")[0][:120]
 
 
 def known_fields(model: type[BaseModel], data: Any) -> Any:

@@ -3,16 +3,27 @@
 A `ResourceChange` carries an `action`, the resource's `before` (as read live at plan time, for the stale
 check) and `after` (the whole resulting form, so the executor derives its calls from before -> after), and a
 `reason`. The reason is for people reading the plan; the executor never looks at it.
+
+The seal. A saved plan travels as a CI artefact, so anyone who can write that artefact could edit it. `digest`
+is an HMAC-SHA256 (`hmac-sha256:<hex>`) of what apply executes, keyed with `KMIRROR_PLAN_KEY` when the key is
+given, or else a plain SHA-256 (`sha256:<hex>`) that catches damage but that anyone can recompute: such a plan is
+*unsealed* (`"seal": "none"` in its JSON) and says so wherever it is shown. Apply never trusts the seal alone: it
+plans again and refuses a saved change that differs from the fresh one in anything it executes
+(`change_differences`), naming each difference.
+
+Pure: the key is handed in (the CLI reads the environment). Must not: read the environment, or print a key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 FORMAT_VERSION = 1
 
@@ -77,11 +88,17 @@ class Plan(_Frozen):
     changes: tuple[ResourceChange, ...] = ()
     warnings: tuple[str, ...] = ()
     summary: Summary = Field(default_factory=Summary)
-    #: `sha256:` of what apply executes (plan id, spec digest, state, changes): a saved plan whose `after` values,
-    #: digests or changes were edited no longer matches it and is refused. Warnings and reasons are not in it.
+    #: The seal of what apply executes (plan id, spec digest, state, changes; not warnings or reasons):
+    #: `hmac-sha256:<hex>` keyed with KMIRROR_PLAN_KEY, or `sha256:<hex>` (unsealed: anyone can recompute it).
     digest: str = ""
 
-    def content_digest(self) -> str:
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented way to put a property in the JSON
+    @property
+    def seal(self) -> str:
+        """`hmac-sha256` when a key sealed the plan, `none` when nothing stops an edited plan from re-hashing."""
+        return SEAL_ALGORITHM if self.digest.startswith(f"{SEAL_ALGORITHM}:") else "none"
+
+    def _canonical(self) -> bytes:
         body = {
             "format_version": self.format_version,
             "plan_id": self.plan_id,
@@ -89,12 +106,38 @@ class Plan(_Frozen):
             "state": self.state.model_dump(mode="json"),
             "changes": [c.model_dump(mode="json", exclude={"reason"}) for c in self.changes],
         }
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
-    def sealed(self) -> Plan:
-        """This plan with its `digest` set."""
-        return self.model_copy(update={"digest": self.content_digest()})
+    def content_digest(self) -> str:
+        """The unkeyed `sha256:` of what apply executes (catches damage, not a forger)."""
+        return "sha256:" + hashlib.sha256(self._canonical()).hexdigest()
+
+    def keyed_digest(self, key: bytes) -> str:
+        """The `hmac-sha256:` of what apply executes, keyed with `key`."""
+        return f"{SEAL_ALGORITHM}:" + hmac.new(key, self._canonical(), hashlib.sha256).hexdigest()
+
+    def sealed(self, key: bytes | None = None) -> Plan:
+        """This plan with its `digest` set: keyed with `key` (sealed), or the plain SHA-256 (unsealed)."""
+        return self.model_copy(update={"digest": self.keyed_digest(key) if key else self.content_digest()})
+
+    def seal_problem(self, key: bytes | None) -> str | None:
+        """Why this plan's seal does not hold for `key` (None when it does, or when an unsealed plan's hash matches
+        and no key is given). With a key, an unsealed plan is refused: a plan made where the key is set is sealed."""
+        if not self.digest:
+            return "it has no digest"
+        if self.seal == "none":
+            if self.digest != self.content_digest():
+                return "its changes, digests or state no longer match its digest"
+            if key:
+                return "it is not sealed (made without KMIRROR_PLAN_KEY, or re-hashed by hand); KMIRROR_PLAN_KEY is set"
+            return None
+        if not key:
+            return None  # sealed, but nothing to check it with here: the comparison with a fresh plan still runs
+        if not hmac.compare_digest(self.digest, self.keyed_digest(key)):
+            return (
+                "its seal does not match KMIRROR_PLAN_KEY: it was edited after it was made, or sealed with another key"
+            )
+        return None
 
     @property
     def has_changes(self) -> bool:
@@ -105,7 +148,71 @@ class Plan(_Frozen):
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
-        return cls.model_validate_json(text)
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data.pop("seal", None)  # derived from `digest`, never read back
+        return cls.model_validate(data)
+
+
+SEAL_ALGORITHM = "hmac-sha256"
+
+#: Fields of a change's `after` that only explain it (how exact a group offset is, and why): apply compares
+#: everything else with a fresh plan, and these may differ from one read of the clusters to the next.
+_EXPLANATIONS = frozenset({"translation", "why", "conservative_offset"})
+_MASKED = "(sensitive value)"
+_SENSITIVE = ("password", "secret", "token", "credential", "jaas", "private", ".key", "key.pem", "user.info", "sas.")
+
+
+def change_differences(saved: ResourceChange, fresh: ResourceChange | None, *, limit: int = 5) -> list[str]:
+    """What `saved` (from a plan file) executes differently from `fresh` (planned now), one line per difference:
+    `after.configs.retention.ms: the plan file has "1", a fresh plan has "604800000"`. Sensitive-looking values
+    are masked and long ones cut; at most `limit` lines (then a count)."""
+    if fresh is None:
+        return ["a fresh plan has no such change"]
+    found: list[str] = []
+    if saved.kind != fresh.kind:
+        found.append(
+            f"kind: the plan file has {_shown('kind', saved.kind)}, a fresh plan has {_shown('kind', fresh.kind)}"
+        )
+    if saved.action != fresh.action:
+        found.append(f"action: the plan file has {saved.action.value}, a fresh plan has {fresh.action.value}")
+    for side, old, new in (("before", saved.before, fresh.before), ("after", saved.after, fresh.after)):
+        skip = _EXPLANATIONS if saved.kind == Kind.GROUP_OFFSETS else frozenset()
+        mine, theirs = _flat(old, side, skip), _flat(new, side, skip)
+        for path in sorted(mine.keys() | theirs.keys()):
+            a, b = mine.get(path, _ABSENT), theirs.get(path, _ABSENT)
+            if a != b:
+                found.append(f"{path}: the plan file has {_shown(path, a)}, a fresh plan has {_shown(path, b)}")
+    if len(found) > limit:
+        found = [*found[:limit], f"and {len(found) - limit} more"]
+    return found
+
+
+_ABSENT = object()
+
+
+def _flat(value: Any, prefix: str, skip: frozenset[str]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key not in skip:
+                flat.update(_flat(item, f"{prefix}.{key}", skip))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            flat.update(_flat(item, f"{prefix}[{i}]", skip))
+    else:
+        flat[prefix] = value
+    return flat
+
+
+def _shown(path: str, value: Any) -> str:
+    if value is _ABSENT:
+        return "nothing"
+    lowered = path.lower()
+    if any(word in lowered for word in _SENSITIVE) and not (isinstance(value, str) and value.startswith("${")):
+        return _MASKED
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def summarize(changes: tuple[ResourceChange, ...]) -> Summary:

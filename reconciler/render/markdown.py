@@ -34,13 +34,16 @@ DEFAULT_MAX_CHARS = 60_000
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~#&])")
 
 
-def render_markdown(plan: Plan, *, max_chars: int = DEFAULT_MAX_CHARS) -> str:
-    """The plan as Markdown for a pull-request comment, at most about `max_chars` long."""
-    return render_view_markdown(plan_view(plan), max_chars=max_chars)
+def render_markdown(plan: Plan, *, max_chars: int = DEFAULT_MAX_CHARS, full: bool = False) -> str:
+    """The plan as Markdown for a pull-request comment, at most about `max_chars` long; `full` shows each job's
+    whole spec (`kmirror show`)."""
+    return render_view_markdown(plan_view(plan, full=full), max_chars=max_chars)
 
 
 def render_view_markdown(view: PlanView, *, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     head = [MARKER, f"### kmirror plan: {_title(view)}", ""]
+    if view.unsealed_notice:
+        head += [f"> 🔓 **Unsealed:** {_escape(view.unsealed_notice)}", ""]
     if view.warnings:
         n = len(view.warnings)
         head += [f"> ⚠️ **{n} warning{'s' if n != 1 else ''}**", ">"]

@@ -42,14 +42,17 @@ class _Paint:
         return f"{_BOLD}{_COLORS.get(symbol or '', '')}{text}{_RESET}"
 
 
-def render_text(plan: Plan, color: bool = False) -> str:
-    """The plan for a terminal; `color` adds ANSI colour (green create, yellow update, magenta replace, red delete)."""
-    return render_view_text(plan_view(plan), color)
+def render_text(plan: Plan, color: bool = False, *, full: bool = False) -> str:
+    """The plan for a terminal; `color` adds ANSI colour (green create, yellow update, magenta replace, red delete);
+    `full` shows each job's whole spec (`kmirror show`)."""
+    return render_view_text(plan_view(plan, full=full), color)
 
 
 def render_view_text(view: PlanView, color: bool = False) -> str:
     paint = _Paint(color)
     out = [_header(view), ""]
+    if view.unsealed_notice:
+        out += [paint.bold("Unsealed:", "~") + " " + view.unsealed_notice, ""]
     if view.changes:
         used = [a for a in ACTIONS if any(c.action == a for c in view.changes)]
         out.append("Resource actions are indicated with the following symbols:")

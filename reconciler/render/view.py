@@ -6,9 +6,12 @@ by key, ACL entries added and removed, a job's digest, a table of group offsets)
 renderers only lay this view out, so a new output format never touches diff logic, and anything a renderer
 shows can be checked against the JSON plan.
 
-What a view never contains: a job's spec (only its short digest), a sensitive-looking value that is not a
-`${env:...}`/`${file:...}` reference (shown as `(sensitive value)`), or a raw control character (escaped, so
-that a topic config or a principal cannot inject terminal escapes or bidi tricks into a review).
+What a view never contains: a sensitive-looking value that is not a `${env:...}`/`${file:...}` reference (shown
+as `(sensitive value)`: the spec's credential keys such as `ssl.key.pem`, and any key that looks like one), or a
+raw control character (escaped, so that a topic config or a principal cannot inject terminal escapes or bidi
+tricks into a review). A job's spec is shown only in the full view (`kmirror show`, which shows everything
+apply would execute); a plan shows its short digest. Whether the plan is sealed (`seal`) is part of the view,
+so every format can say when it is not.
 
 Pure: no I/O, no Kafka or Spark client.
 """
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from reconciler.plan.definition import Plan
+from reconciler.plan.definition import SEAL_ALGORITHM, Plan
+from reconciler.spec.secrets import is_sensitive_key
 
 Op = Literal["+", "-", "~", " "]
 
@@ -114,6 +118,17 @@ class PlanView:
     changes: tuple[ChangeView, ...]
     warnings: tuple[str, ...]
     summary: Mapping[str, int]
+    sealed: bool = False
+
+    @property
+    def unsealed_notice(self) -> str:
+        """What a reviewer must know about a plan no key sealed; empty for a sealed one."""
+        if self.sealed:
+            return ""
+        return (
+            "This plan is not sealed: KMIRROR_PLAN_KEY was not set when it was made, so a saved copy could be "
+            "edited and re-hashed unnoticed. Apply still plans again and refuses a saved plan that differs."
+        )
 
     @property
     def total(self) -> int:
@@ -137,14 +152,15 @@ class PlanView:
         return counts
 
 
-def plan_view(plan: Plan) -> PlanView:
-    """The view of `plan`, built from its JSON form only."""
-    return view_of(plan.model_dump(mode="json"))
+def plan_view(plan: Plan, *, full: bool = False) -> PlanView:
+    """The view of `plan`, built from its JSON form only; `full` adds each job's whole spec (for `kmirror show`)."""
+    return view_of(plan.model_dump(mode="json"), full=full)
 
 
-def view_of(data: Mapping[str, Any]) -> PlanView:
+def view_of(data: Mapping[str, Any], *, full: bool = False) -> PlanView:
     """The view of a plan document (`Plan.model_dump(mode="json")`, or a parsed plan file)."""
     state = data.get("state") or {}
+    digest = str(data.get("digest") or "")
     return PlanView(
         format_version=int(data.get("format_version", 0)),
         plan_id=clean(str(data.get("plan_id", ""))),
@@ -152,13 +168,14 @@ def view_of(data: Mapping[str, Any]) -> PlanView:
         spec_digest=clean(str(data.get("spec_digest", ""))),
         lineage=None if state.get("lineage") is None else clean(str(state["lineage"])),
         serial=int(state.get("serial", 0)),
-        changes=tuple(change_view(c) for c in data.get("changes", ()) if c.get("action") != "noop"),
+        changes=tuple(change_view(c, full=full) for c in data.get("changes", ()) if c.get("action") != "noop"),
         warnings=tuple(clean(str(w), multiline=True) for w in data.get("warnings", ())),
         summary={a: int((data.get("summary") or {}).get(a, 0)) for a in ACTIONS},
+        sealed=digest.startswith(f"{SEAL_ALGORITHM}:"),
     )
 
 
-def change_view(change: Mapping[str, Any]) -> ChangeView:
+def change_view(change: Mapping[str, Any], *, full: bool = False) -> ChangeView:
     kind, action = str(change.get("kind", "")), str(change.get("action", ""))
     before, after = _mapping(change.get("before")), _mapping(change.get("after"))
     lines: tuple[Line, ...] = ()
@@ -169,6 +186,8 @@ def change_view(change: Mapping[str, Any]) -> ChangeView:
         lines = _acl_lines(action, before, after)
     elif kind == "job":
         lines = _job_lines(action, before, after)
+        if full:
+            lines = (*lines, *_job_spec_lines(action, after))
     elif kind == "group_offsets" and _offset_rows(after or before) is not None:
         table = _offsets_table(action, after or before or {})
         lines = (
@@ -213,11 +232,27 @@ def fmt(value: Any) -> str:
     return clean(json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": ")))
 
 
+def sensitive(key: str) -> bool:
+    """Does `key` (a property name, or a dotted path ending in one) look like it holds a credential?"""
+    return bool(_SENSITIVE_KEY.search(key)) or is_sensitive_key(key)
+
+
 def fmt_keyed(key: str, value: Any) -> str:
     """`fmt(value)`, unless the key looks sensitive and the value is not a reference: then `(sensitive value)`."""
-    if _SENSITIVE_KEY.search(key) and not (isinstance(value, str) and _REFERENCE.match(value)):
+    if sensitive(key) and not (isinstance(value, str) and _REFERENCE.match(value)):
         return SENSITIVE_VALUE
     return fmt(value)
+
+
+def masked(value: Any, key: str = "") -> Any:
+    """`value` (a plan document or part of one) with every sensitive-looking value that is not a reference masked."""
+    if isinstance(value, Mapping):
+        return {k: masked(v, f"{key}.{k}" if key else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v, key) for v in value]
+    if key and sensitive(key) and not (isinstance(value, str) and _REFERENCE.match(value)):
+        return SENSITIVE_VALUE
+    return value
 
 
 def short_digest(digest: Any) -> str:
@@ -432,6 +467,17 @@ def _job_lines(action: str, before: dict[str, Any] | None, after: dict[str, Any]
         else:
             lines.append(Line(" ", "spec_digest", new=short_digest(new_digest)))
     return tuple(lines)
+
+
+def _job_spec_lines(action: str, after: dict[str, Any] | None) -> tuple[Line, ...]:
+    """The whole spec the job is deployed with, key by key (clusters, client settings, flow, Spark), masked."""
+    spec = (after or {}).get("spec")
+    if action == "delete" or not isinstance(spec, Mapping):
+        return ()
+    flat = _flatten(spec)
+    op: Op = "+" if action == "create" else " "
+    children = tuple(_attr(op, key, fmt_keyed(key, flat[key])) for key in sorted(flat))
+    return (Line(op, "spec", children=children),)
 
 
 # -- group offsets ------------------------------------------------------------------------------------------
