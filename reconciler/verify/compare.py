@@ -124,8 +124,16 @@ def digest(value: object) -> str:
 
 
 def _fingerprint(r: Record, timestamps: bool) -> bytes:
-    parts = (r.key, r.value, _user_headers(r), r.timestamp if timestamps else None)
-    return hashlib.blake2b(_encode(parts), digest_size=16).digest()
+    """A digest of what `differing_field` compares: equal for a record and its copy, and (all but) only then."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (r.key, r.value):
+        h.update(b"\x00" if part is None else b"\x01" + len(part).to_bytes(8, "big") + part)
+    for name, value in _user_headers(r):
+        raw = name.encode()
+        h.update(b"\x02" + len(raw).to_bytes(8, "big") + raw)
+        h.update(b"\x00" if value is None else b"\x01" + len(value).to_bytes(8, "big") + value)
+    h.update(b"\x03" + (r.timestamp.to_bytes(8, "big", signed=True) if timestamps else b""))
+    return h.digest()
 
 
 def sampled(topic: str, partition: int, offset: int, fraction: float) -> bool:
@@ -429,6 +437,9 @@ class Walker:
         self.history_size = history
         self.timestamps = True
         self._history: OrderedDict[bytes, int] = OrderedDict()
+        # Matched source records not digested yet: digests are taken only when a difference needs the history,
+        # so a clean copy compares by equality alone.
+        self._pending: deque[Record] = deque(maxlen=history)
         self._resynced = False  # a pair matched since the walk started (a gap before it is a truncated start)
 
     def _fp(self, r: Record) -> bytes:
@@ -438,11 +449,26 @@ class Walker:
         return offset >= self.walk.checked_from
 
     def _remember(self, s: Record) -> None:
-        h, f = self._history, self._fp(s)
-        h[f] = s.offset
-        h.move_to_end(f)
-        if len(h) > self.history_size:
+        self._pending.append(s)
+
+    def _digested(self) -> OrderedDict[bytes, int]:
+        """The digests of the last `history` matched source records, to their source offsets."""
+        h = self._history
+        while self._pending:
+            s = self._pending.popleft()
+            f = self._fp(s)
+            h[f] = s.offset
+            h.move_to_end(f)
+        while len(h) > self.history_size:
             h.popitem(last=False)
+        return h
+
+    def _same(self, s: Record, t: Record) -> bool:
+        if s.key != t.key or s.value != t.value:
+            return False
+        if s.headers != t.headers and _user_headers(s) != _user_headers(t):
+            return False
+        return not self.timestamps or s.timestamp == t.timestamp
 
     def _matched(self, s: Record) -> None:
         self._resynced = True
@@ -465,7 +491,7 @@ class Walker:
                 self._source_tail(src)
                 return self.tally
             s, t = src.buf[0], tgt.buf[0]
-            if self._fp(s) == self._fp(t):
+            if self._same(s, t):
                 self._matched(s)
                 src.buf.popleft()
                 tgt.buf.popleft()
@@ -532,7 +558,7 @@ class Walker:
         for j, t in enumerate(tg):
             if j in t_done:
                 continue
-            original = self._history.get(ft[j], in_gap.get(ft[j]))
+            original = self._digested().get(ft[j], in_gap.get(ft[j]))
             if original is not None:
                 t_done.add(j)
                 self.tally.add_duplicated(original if self._counted(original) else None, t.offset)
@@ -582,7 +608,7 @@ class Walker:
             if not tgt.buf:
                 return
             t = tgt.buf.popleft()
-            original = self._history.get(self._fp(t))
+            original = self._digested().get(self._fp(t))
             if original is None:
                 return
             self.tally.add_duplicated(original if self._counted(original) else None, t.offset)

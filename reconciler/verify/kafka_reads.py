@@ -2,18 +2,21 @@
 
 `records()` yields the committed records of a partition in [start, end) in offset order, read in chunks with
 `reconciler.adapters.record_ranges.RangeReader` (read_committed, assigned partitions, never a joined or committed
-group), each chunk admitted by a `RateLimiter` (`--max-records-per-second`, per cluster). `offsets_for_time`
-answers `--since` (the broker's offsets-for-times). This is the replaceable scan engine: the comparison
-(`reconciler.verify.compare`) only sees iterators of records, so a Spark batch reader could feed it instead.
+group) a chunk ahead on a thread, each chunk admitted by a `RateLimiter` (`--max-records-per-second`, per
+cluster). `offsets_for_time` answers `--since` (the broker's offsets-for-times). This is the replaceable scan
+engine: the comparison (`reconciler.verify.compare`) only sees iterators of records, so a Spark batch reader
+could feed it instead.
 
 Must not: write anything, commit an offset, or compare records (that is `reconciler.verify.compare`).
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -62,10 +65,9 @@ def reader(config: Mapping[str, Any], *, timeout: float) -> RangeReader:
     return RangeReader({**_PREFETCH, **config}, timeout=timeout)
 
 
-def records(
+def _chunks(
     source: RangeReader, topic: str, partition: int, start: int, end: int, limiter: RateLimiter
-) -> Iterator[Record]:
-    """The committed records of `topic`/`partition` with start <= offset < end, in order, chunk by chunk."""
+) -> Iterator[list[Record]]:
     position = start
     size = limiter.chunk(CHUNK)
     while position < end:
@@ -73,13 +75,56 @@ def records(
         (read,) = source.read([Range(topic, partition, position, size, end - 1)])
         if read.error:
             raise ReadError(f"reading {topic}/{partition} from offset {position}: {read.error}")
-        for r in read.records:
-            if r.offset >= end:
-                return
-            yield r
-        if read.at_end or not read.records:
+        chunk = [r for r in read.records if r.offset < end]
+        if chunk:
+            yield chunk
+        if read.at_end or not read.records or len(chunk) < len(read.records):
             return
         position = read.records[-1].offset + 1
+
+
+def records(
+    source: RangeReader, topic: str, partition: int, start: int, end: int, limiter: RateLimiter
+) -> Generator[Record, None, None]:
+    """The committed records of `topic`/`partition` with start <= offset < end, in order.
+
+    Chunks are read a chunk ahead on a thread of their own (librdkafka and the network work while the caller
+    compares); closing the iterator stops that thread before it returns, so the reader is free again.
+    """
+    chunks: queue.Queue[list[Record] | BaseException | None] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(item: list[Record] | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for chunk in _chunks(source, topic, partition, start, end, limiter):
+                if not put(chunk):
+                    return
+            put(None)
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            put(exc)
+
+    worker = threading.Thread(target=work, name=f"verify-read-{topic}-{partition}", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = chunks.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield from item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def offsets_for_time(

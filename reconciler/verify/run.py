@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 
 from reconciler.adapters.checkpointer import syncs_location
@@ -152,18 +153,22 @@ def verify(
             say(f"{t}/{p}: source [{plan.range_start}, {plan.range_end}), {len(plan.walks)} walk(s)")
             try:
                 for u in plan.uncovered:
-                    tally_uncovered(tally, u, records(src_reader, t, p, u.start, u.end, src_limit))
+                    with closing(records(src_reader, t, p, u.start, u.end, src_limit)) as counted:
+                        tally_uncovered(tally, u, counted)
                 for w in plan.walks:
-                    Walker(
+                    walker = Walker(
                         tally,
                         w,
                         proven_up_to=plan.proven_up_to,
                         source_compacted=t in compacted_src,
                         target_compacted=r in compacted_dst,
-                    ).run(
-                        records(src_reader, t, p, w.source_start, w.source_end, src_limit),
-                        records(dst_reader, r, p, w.target_start, w.target_end, dst_limit),
                     )
+                    # Closed when the walk ends, read to its end or not: each reader is free for the next walk.
+                    with (
+                        closing(records(src_reader, t, p, w.source_start, w.source_end, src_limit)) as ours,
+                        closing(records(dst_reader, r, p, w.target_start, w.target_end, dst_limit)) as theirs,
+                    ):
+                        walker.run(ours, theirs)
             except ReadError as exc:
                 tally.error = str(exc)
             report.partitions.append((tally, PartitionRange(plan.range_start, plan.range_end, dst_end[(r, p)])))
