@@ -37,6 +37,10 @@ class FlowStatus:
     last_error: str | None = None
     data_loss_records: int = 0
     data_loss_last: str | None = None
+    #: Exactly-once: times another writer of the flow's partitions fenced the job's writers; the newer generation
+    #: that superseded the job (it stopped for good).
+    fenced_writers: int = 0
+    superseded_by: int | None = None
     checkpoint: str | None = None
     #: The Spark execution mode the job runs in (realtime, microbatch), why, and its task slots.
     mode: str | None = None
@@ -176,6 +180,8 @@ def _job_info(desired: DesiredState, flow: str, deployments: dict[str, dict[str,
     info["last_error"] = data.get("error")
     info["data_loss_records"] = int(data.get("data_loss_records") or 0)
     info["data_loss_last"] = data.get("data_loss_last")
+    info["fenced_writers"] = int(data.get("fenced_writers") or 0)
+    info["superseded_by"] = data.get("superseded_by") or None
     info["checkpoint"] = job.checkpoint
     for key in ("mode", "mode_reason", "task_slots", "delivery"):
         if data.get(key) is not None:

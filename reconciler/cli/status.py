@@ -111,6 +111,13 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             facts.append(f"{s.restarts} restart(s)" + (f", last error: {s.last_error}" if s.last_error else ""))
         if s.data_loss_records:
             facts.append(f"{s.data_loss_records:,} records deleted on the source before they were copied")
+        if s.fenced_writers:
+            facts.append(
+                f"another writer of this flow (an older deployment or a stray task) fenced its exactly-once writers "
+                f"{s.fenced_writers:,} time(s): stop it"
+            )
+        if s.superseded_by:
+            facts.append(f"stopped for good: superseded by generation {s.superseded_by} of the flow")
         if facts:
             out.append("  " + ", ".join(facts))
         if s.mode:

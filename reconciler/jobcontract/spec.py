@@ -33,6 +33,14 @@ def eos_flow_for(flow: str, previous: Mapping[str, Any] | None) -> str:
     return recorded if isinstance(recorded, str) and recorded else flow
 
 
+def next_generation(previous: Mapping[str, Any] | None) -> int:
+    """The generation of a new deployment of the flow: one past the one the state recorded (1 for the first, and
+    for a deployment recorded before generations existed). An exactly-once job commits it with its positions; a
+    writer that finds a newer one stops for good instead of fencing the newer job back."""
+    recorded = (previous or {}).get("generation")
+    return (recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0 else 0) + 1
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What one flow's job runs with. `effective` is `flow_effective_spec(...)`, JSON-shaped."""
@@ -48,6 +56,9 @@ class JobSpec:
     #: was first deployed, carried over a `moved:` rename so the renamed job resumes from the same group (None:
     #: `flow_name`).
     eos_flow: str | None = None
+    #: The deployment's generation (`next_generation`), recorded in the state with the deployment; 0 in spec files
+    #: written before generations existed.
+    generation: int = 0
 
     @property
     def eos_name(self) -> str:
@@ -75,6 +86,7 @@ class JobSpec:
             "base_dir": str(self.base_dir),
             "state_topic": self.state_topic,
             "eos_flow": self.eos_name,
+            "generation": self.generation,
             "spec": dict(self.effective),
         }
 
@@ -101,6 +113,9 @@ class JobSpec:
             )
         state_topic = data.get("state_topic") or DEFAULT_STATE_TOPIC
         eos_flow = data.get("eos_flow") if isinstance(data.get("eos_flow"), str) else None
-        spec = cls(data["flow"], data["spec"], data["digest"], Path(data["base_dir"]), state_topic, eos_flow)
+        generation = data.get("generation") if isinstance(data.get("generation"), int) else 0
+        spec = cls(
+            data["flow"], data["spec"], data["digest"], Path(data["base_dir"]), state_topic, eos_flow, generation
+        )
         spec.flow  # noqa: B018 - validate the flow now, so a broken file fails before Spark starts
         return spec

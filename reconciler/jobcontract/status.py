@@ -62,6 +62,13 @@ class JobReport(TypedDict, total=False):
     mode_fallback: bool
     #: Where the job started reading: "checkpoint", "offset-syncs" (its checkpoint was missing) or "start_from".
     resumed_from: str
+    #: The deployment generation an exactly-once job writes with (the state records it with the deployment).
+    generation: int
+    #: The newer generation that superseded this exactly-once job: it stopped for good instead of fencing it.
+    superseded_by: int
+    #: Times another writer of the flow's partitions (a stray task, an older deployment still alive) fenced this
+    #: exactly-once job's writers; each time the task failed and its retry took the partition back.
+    fenced_writers: int
 
 
 def read_report(path: Path) -> JobReport:

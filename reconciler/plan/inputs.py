@@ -70,6 +70,10 @@ class JobInfo:
     mode_reason: str | None = None
     #: The job left real-time mode while running because source partitions outgrew its task slots.
     mode_fallback: bool = False
+    #: Times another writer of the flow's partitions (an older deployment still alive, a stray task) fenced the
+    #: exactly-once job's writers; and the newer generation that superseded this job (it stopped for good).
+    fenced_writers: int = 0
+    superseded_by: int | None = None
 
 
 @dataclass(frozen=True)

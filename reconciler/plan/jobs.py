@@ -60,6 +60,17 @@ def plan_jobs(
         if reported.restarts and reported.running:
             error = f"; last error: {reported.last_error}" if reported.last_error else ""
             out.warnings.append(f"{address}: the job restarted its query {reported.restarts} time(s){error}")
+        if reported.fenced_writers and reported.running:
+            out.warnings.append(
+                f"{address}: another writer of this flow's partitions is alive (an older deployment on another "
+                f"machine, or a stray Spark task): it fenced the job's exactly-once writers "
+                f"{reported.fenced_writers} time(s); nothing was lost, but stop it (see docs/delivery.md)"
+            )
+        if reported.superseded_by:
+            out.warnings.append(
+                f"{address}: this job stopped for good: generation {reported.superseded_by} of the flow (a newer "
+                "deployment) writes its partitions; if that deployment is not wanted, stop it before applying here"
+            )
         if reported.data_loss_records:
             out.warnings.append(
                 f"{address}: {reported.data_loss_records} record(s) were deleted on the source before the job "

@@ -50,13 +50,48 @@ _NOT_FOR_TRANSACTIONS = ("interceptor.classes",)
 
 
 def transactional_id_prefix(state_topic: str, flow: str) -> str:
-    """`kmirror-eos.<state topic>.<flow>.`: every transactional id of the flow starts with it (one ACL prefix)."""
+    """`kmirror-eos/<state topic>/<flow>/`: every transactional id of the flow starts with it (one ACL prefix).
+
+    `/` separates the parts because no topic name and no flow name holds one: flow `a` with topic `b.c` and flow
+    `a.b` with topic `c` get different ids, and flow `a`'s prefix does not cover flow `a.b`'s."""
+    return f"kmirror-eos/{state_topic}/{flow}/"
+
+
+def legacy_transactional_id_prefix(state_topic: str, flow: str) -> str:
+    """The prefix of kmirror versions before 2026-11-27 (`kmirror-eos.<state topic>.<flow>.`): a job of this
+    version fences those ids too where the group's positions were written by one."""
     return f"{eos_group(state_topic, flow)}."
 
 
 def transactional_id(state_topic: str, flow: str, topic: str, partition: int) -> str:
-    """The transactional id of one source partition's writer: `<prefix><source topic>.<partition>`."""
-    return f"{transactional_id_prefix(state_topic, flow)}{topic}.{partition}"
+    """The transactional id of one source partition's writer: `<prefix><source topic>/<partition>`."""
+    return f"{transactional_id_prefix(state_topic, flow)}{topic}/{partition}"
+
+
+def transaction_timeout_ms(producer: Mapping[str, Any]) -> int:
+    """The transactional producers' `transaction.timeout.ms`: the flow's `replication.producer` setting, else
+    kmirror's default."""
+    value = producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(
+            f"replication.producer transaction.timeout.ms is {value!r}; it must be a number of milliseconds"
+        ) from None
+
+
+def interval_problem(interval_ms: int, timeout_ms: int) -> str | None:
+    """Why a transaction interval does not fit the transaction timeout (None: it does). A transaction is
+    committed once older than the interval, by a timer whose commit may wait a flush; the broker aborts one
+    older than the timeout. Half the timeout leaves the commit as long again as the interval."""
+    if interval_ms * 2 > timeout_ms:
+        return (
+            f"{TRANSACTION_INTERVAL} is {interval_ms} ms, more than half of the transaction timeout "
+            f"(transaction.timeout.ms {timeout_ms} ms): the broker would abort transactions before they are "
+            f"committed; lower the interval or raise `replication.producer` transaction.timeout.ms to at least "
+            f"{interval_ms * 2}"
+        )
+    return None
 
 
 def transaction_interval_ms(value: Any) -> int:
@@ -86,6 +121,9 @@ def writer_settings(
     state_topic: str,
     flow: str,
     producer: Mapping[str, str],
+    source: Mapping[str, str],
+    generation: int,
+    run: str,
     syncs_topic: str | None,
     syncs_in_transaction: bool,
     syncs_client: Mapping[str, str],
@@ -95,9 +133,13 @@ def writer_settings(
 ) -> dict[str, str]:
     """The settings map `ExactlyOnceWriter` is built with (see its Javadoc). Holds secrets: never log it."""
     settings = {f"producer.{k}": v for k, v in producer.items()}
+    settings.update({f"source.{k}": v for k, v in source.items()})
     settings.update(
         {
             "transactional.id.prefix": transactional_id_prefix(state_topic, flow),
+            "legacy.transactional.id.prefix": legacy_transactional_id_prefix(state_topic, flow),
+            "generation": str(generation),
+            "run": run,
             "group": eos_group(state_topic, flow),
             "transaction.interval.ms": str(interval_ms),
             "offset.lag.max": str(offset_lag_max),

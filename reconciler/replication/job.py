@@ -78,6 +78,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -261,6 +262,27 @@ def job_mode(value: str) -> str:
     return mode
 
 
+class Superseded(Exception):
+    """A newer deployment (generation) of this exactly-once flow writes its partitions: this job stops for good
+    rather than fence the newer one's writers (jvm/TransactionalLane.java)."""
+
+    def __init__(self, newer: int) -> None:
+        super().__init__(
+            f"superseded by generation {newer} of the flow (a newer deployment writes its partitions): this job "
+            "stops for good instead of fencing it"
+        )
+        self.newer = newer
+
+
+_SUPERSEDED = re.compile(r"superseded by generation (\d+)")
+
+
+def superseded_by(error: str | None) -> int | None:
+    """The newer generation a query failure says superseded this job (None: another failure)."""
+    found = _SUPERSEDED.search(error or "")
+    return int(found.group(1)) if found else None
+
+
 class StopRequested(Exception):
     """Raised by a batch that starts after SIGTERM: it writes nothing and is re-run on the next start."""
 
@@ -366,7 +388,11 @@ class ReplicationJob:
 
         self._serve_metrics(spark)
         self._listen(spark)
-        query = self._start_query(spark)
+        try:
+            query = self._start_query(spark)
+        except Superseded as exc:
+            background_stop.set()
+            return self._stop_superseded(spark, exc.newer)
         self.status.update(state="running", app_id=spark.sparkContext.applicationId, query_id=str(query.id))
         heartbeats = None
         if flow.heartbeats.enabled:
@@ -401,6 +427,8 @@ class ReplicationJob:
         error = self._await(query)
         failures = 0
         while (error is not None or self._fallback) and not self._stopping.is_set():
+            if superseded_by(error) is not None:
+                break  # a newer deployment writes the flow: restarting would fence it
             if self._fallback and error is None:
                 log.warning("flow %s: %s; continuing in micro-batch mode (a redeploy sizes the job again)", flow.name,
                             self._fallback)  # fmt: skip
@@ -442,9 +470,20 @@ class ReplicationJob:
         self._flush_offset_syncs(spark)
         self._live_counts()
         self._report(final=True)
+        newer = superseded_by(error)
+        if newer is not None:
+            return self._stop_superseded(spark, newer)
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
         spark.stop()
         return 1 if error else 0
+
+    def _stop_superseded(self, spark: Any, newer: int) -> int:
+        """Stop for good: a newer generation of the flow writes its partitions (the plan and status say so)."""
+        error = str(Superseded(newer))
+        log.error("flow %s (generation %d): %s", self.flow.name, self.spec.generation, error)
+        self.status.update(state="stopped", error=error, superseded_by=newer, stopped_at=time.time())
+        spark.stop()
+        return 1
 
     def _choose_start(self, spark: Any) -> None:
         """Where the query starts when its checkpoint has no offsets: `start_from`, or after the offset-syncs
@@ -712,6 +751,24 @@ class ReplicationJob:
         if unpaired:
             log.warning("%d records were sent without their source position (no offset-sync for them)", unpaired)
             self.status.update(records_without_source=unpaired)
+        fenced = self._fenced_writers()
+        if fenced:
+            log.warning(
+                "exactly-once writers of this job were fenced %d time(s) by another writer of the flow's partitions "
+                "(a stray task, or an older deployment still alive)",
+                fenced,
+            )
+            self.status.update(fenced_writers=fenced)
+
+    def _fenced_writers(self) -> int | None:
+        """Times another writer fenced this job's exactly-once writers (local mode); None if unknown."""
+        if self.flow.replication.delivery != "exactly_once":
+            return None
+        try:
+            classes = self._local_classes()
+            return None if classes is None else int(classes.ExactlyOnceWriter.fencedCount())
+        except Exception:
+            return None
 
     # -- Spark ----------------------------------------------------------------------------------------------
     def _spark_session(self, partitions: int) -> Any:
@@ -835,21 +892,54 @@ class ReplicationJob:
         """The query through the transactional writer (`exactly_once.py`); the syncs go in its transactions when
         they are on the target."""
         syncs_cluster, syncs_topic = self._syncs
+        producer = exactly_once.producer_properties(self._sink)
+        interval_ms = exactly_once.transaction_interval_ms(
+            spark.conf.get(exactly_once.TRANSACTION_INTERVAL, str(exactly_once.DEFAULT_TRANSACTION_INTERVAL_MS))
+        )
+        problem = exactly_once.interval_problem(interval_ms, exactly_once.transaction_timeout_ms(producer))
+        if problem is not None:
+            raise JobSettingError(problem)
         settings = exactly_once.writer_settings(
             state_topic=self.spec.state_topic,
             flow=self.spec.eos_name,
-            producer=exactly_once.producer_properties(self._sink),
+            producer=producer,
+            source=self._java(self.flow.source),
+            generation=self.spec.generation,
+            run=uuid.uuid4().hex,  # lanes are never reused across runs of the query
             syncs_topic=syncs_topic,
             syncs_in_transaction=syncs_cluster == self.flow.target,
             syncs_client=self._java(syncs_cluster),
             offset_lag_max=self.flow.offsets.offset_lag_max,
-            interval_ms=exactly_once.transaction_interval_ms(
-                spark.conf.get(exactly_once.TRANSACTION_INTERVAL, str(exactly_once.DEFAULT_TRANSACTION_INTERVAL_MS))
-            ),
+            interval_ms=interval_ms,
         )
+        self._fence_on_start(spark, settings)
         return exactly_once.start_query(
             spark, observed, self.flow, settings, checkpoint=self.checkpoint, mode=self.mode, interval=self._interval()
         )
+
+    def _fence_on_start(self, spark: Any, settings: Mapping[str, str]) -> None:
+        """Fence every partition's transactional id before the query starts (a dead or stray writer's open
+        transactions are aborted now, not after the transaction timeout); raises `Superseded` instead when a newer
+        generation of the flow committed positions (fencing it would start a fight)."""
+        jvm = spark.sparkContext._jvm
+        jsettings, topics, remotes, partitions = (
+            jvm.java.util.HashMap(),
+            jvm.java.util.ArrayList(),
+            jvm.java.util.ArrayList(),
+            jvm.java.util.ArrayList(),
+        )
+        for key, value in settings.items():
+            jsettings.put(key, value)
+        for topic, count in sorted(self.topics.source_partitions().items()):
+            remote = self.flow.remote_topic(topic)
+            for partition in range(count):
+                topics.add(topic)
+                remotes.add(remote)
+                partitions.add(partition)
+        newer = int(jvm.io.kmirror.replication.ExactlyOnceWriter.fenceOnStart(jsettings, topics, remotes, partitions))
+        if newer:
+            raise Superseded(newer)
+        self.status.update(generation=self.spec.generation)
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         """One micro-batch, written by Spark's Kafka writer in one pass; refused once a stop was requested."""

@@ -84,6 +84,7 @@ class FlowRunners:
             "runner": _kind(record) if record else self.kind,
             "checkpoint": checkpoint_for(old, root, self.state_topic, record),
             "eos_flow": eos_flow_for(old, record),  # its exactly-once group: the renamed job resumes from it
+            **({"generation": record["generation"]} if "generation" in record else {}),  # and counts on from it
         }
         self.deployments[new] = carried
         if carried["runner"] == self.kind:

@@ -146,6 +146,8 @@ def job_info(
         mode=report.get("mode"),
         mode_reason=report.get("mode_reason"),
         mode_fallback=bool(report.get("mode_fallback")),
+        fenced_writers=int(report.get("fenced_writers") or 0),
+        superseded_by=report.get("superseded_by") or None,
     )
 
 

@@ -8,6 +8,10 @@ target must pair the same record (the source's at its upstream offset, the targe
 The same sequence with `at_least_once` counts the duplicates, for the note (not asserted). One deployment per mode,
 faults in sequence.
 
+Zombies, not only deaths: the job's processes paused (SIGSTOP) for longer than the transaction timeout and resumed
+(the broker aborts the open transactions under the running tasks: their commits fail, the tasks must fail with
+them and re-send, never carry on past the aborted records), then a target broker paused mid-commit and resumed.
+
 Kill -9 of an executor needs an executor JVM of its own: the last test deploys the exactly-once flow on a Spark
 standalone cluster (a master and a worker started for it), kills the executor JVM of the job's application
 (the worker starts another; Spark retries the tasks there) and counts the same way.
@@ -236,6 +240,55 @@ def test_at_least_once_under_the_same_faults_counts_its_duplicates_then_switches
     report("switch_to_exactly_once", records=result.records, lost=result.lost, duplicates=result.duplicates)
     assert result.lost == 0, f"{result.lost} acknowledged records missing after the switch, e.g. {result.lost_examples}"
     assert result.duplicates == 0, f"{result.duplicates} records copied twice across the switch"
+
+
+def _pause(pgid: int, seconds: float) -> None:
+    """SIGSTOP a process group for `seconds`, then SIGCONT (a stalled VM, a long GC pause, a frozen broker)."""
+    os.killpg(pgid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.killpg(pgid, signal.SIGCONT)
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_loses_nothing_when_the_job_is_paused_past_the_transaction_timeout(world: FaultWorld) -> None:
+    topic = f"{world.prefix}paused"
+    create_topic(world.source, topic, PARTITIONS)
+    remote = world.remote(topic)
+    spec = _spec(world, "exactly_once")
+    _apply(world, spec)
+    loaded = load(spec).state
+    runner = LocalRunner(world.tmp, loaded.spark, state_topic=loaded.state.topic)
+    with Load(world.source, topic, PARTITIONS, rate=2000) as load_:
+        began = time.monotonic()
+        wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
+        time.sleep(3)
+        job = runner.job(world.flow)
+        assert job is not None and job.pid is not None and job.running
+        _pause(job.pid, 40)  # past transaction.timeout.ms (30 s): the broker aborts the open transactions
+        time.sleep(10)
+        _pause(world.target.broker_pid(1), 15)  # a broker frozen mid-commit (its partitions' leader, a coordinator)
+        time.sleep(5)
+        load_.stop()
+        seconds = time.monotonic() - began
+    result, recovery = wait_copied(load_, world.target, remote, 300)
+    values = read_values(world.target, remote)
+    job = runner.job(world.flow)
+    report(
+        "exactly_once_paused",
+        records=result.records,
+        lost=result.lost,
+        duplicates=result.duplicates,
+        in_order=_in_order(values),
+        load_records_per_s=round(load_.acknowledged / seconds),
+        caught_up_after_load_s=round(recovery, 1),
+        job_running=bool(job and job.running),
+    )
+    assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
+    assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
+    assert _in_order(values), "records out of order within a partition"
+    assert job is not None and job.running, "the job did not survive the pause"
 
 
 # -- an executor of its own: Spark standalone ---------------------------------------------------------------------

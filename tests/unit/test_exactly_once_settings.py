@@ -60,12 +60,34 @@ flows:
 def test_group_and_transactional_ids_are_stable_per_state_topic_flow_topic_and_partition() -> None:
     assert eos_group("_kmirror.state", "a-to-b") == "kmirror-eos._kmirror.state.a-to-b"
     assert exactly_once.transactional_id("_kmirror.state", "a-to-b", "orders", 3) == (
-        "kmirror-eos._kmirror.state.a-to-b.orders.3"
+        "kmirror-eos/_kmirror.state/a-to-b/orders/3"
     )
     assert exactly_once.transactional_id("s", "f", "orders", 3).startswith(
         exactly_once.transactional_id_prefix("s", "f")
     )
     assert exactly_once.transactional_id("s", "f", "orders", 3) != exactly_once.transactional_id("s2", "f", "orders", 3)
+
+
+def test_transactional_ids_and_acl_prefixes_of_dotted_names_cannot_collide() -> None:
+    # flow `a` with topic `b.c` and flow `a.b` with topic `c`: one id under the old `.`-joined scheme
+    assert exactly_once.transactional_id("s", "a", "b.c", 0) != exactly_once.transactional_id("s", "a.b", "c", 0)
+    # state topic `s.a` with flow `b` and state topic `s` with flow `a.b`
+    assert exactly_once.transactional_id("s.a", "b", "t", 0) != exactly_once.transactional_id("s", "a.b", "t", 0)
+    # flow `a`'s ACL prefix must not cover flow `a.b`'s ids (nor `a-b`'s, nor `ab`'s)
+    prefix = exactly_once.transactional_id_prefix("s", "a")
+    for other in ("a.b", "a-b", "ab", "a_b"):
+        assert not exactly_once.transactional_id("s", other, "t", 0).startswith(prefix), other
+    assert exactly_once.transactional_id("s", "a", "x.y", 7).startswith(prefix)
+    assert exactly_once.legacy_transactional_id_prefix("st", "f") == "kmirror-eos.st.f."
+
+
+def test_the_transaction_interval_must_leave_the_commit_room_within_the_transaction_timeout() -> None:
+    assert exactly_once.interval_problem(200, 30_000) is None
+    assert exactly_once.interval_problem(15_000, 30_000) is None
+    problem = exactly_once.interval_problem(20_000, 30_000)
+    assert problem is not None and "transaction.timeout.ms" in problem and "40000" in problem
+    assert exactly_once.transaction_timeout_ms({}) == int(exactly_once.DEFAULT_TRANSACTION_TIMEOUT_MS)
+    assert exactly_once.transaction_timeout_ms({"transaction.timeout.ms": "60000"}) == 60_000
 
 
 def test_the_flows_own_group_is_never_translated_whatever_the_filter() -> None:
@@ -94,6 +116,9 @@ def test_writer_settings_put_syncs_in_the_transaction_only_when_they_are_on_the_
         "state_topic": "st",
         "flow": "f",
         "producer": {"bootstrap.servers": "t:9092"},
+        "source": {"bootstrap.servers": "s1:9092"},
+        "generation": 4,
+        "run": "r1",
         "syncs_topic": "mm2-offset-syncs.src.internal",
         "syncs_client": {"bootstrap.servers": "s:9092"},
         "offset_lag_max": 100,
@@ -101,7 +126,9 @@ def test_writer_settings_put_syncs_in_the_transaction_only_when_they_are_on_the_
     target = exactly_once.writer_settings(**common, syncs_in_transaction=True)  # type: ignore[arg-type]
     assert target["syncs.in.transaction"] == "true" and not any(k.startswith("syncs.client.") for k in target)
     assert target["producer.bootstrap.servers"] == "t:9092"
-    assert target["group"] == "kmirror-eos.st.f" and target["transactional.id.prefix"] == "kmirror-eos.st.f."
+    assert target["group"] == "kmirror-eos.st.f" and target["transactional.id.prefix"] == "kmirror-eos/st/f/"
+    assert target["legacy.transactional.id.prefix"] == "kmirror-eos.st.f."
+    assert (target["generation"], target["run"], target["source.bootstrap.servers"]) == ("4", "r1", "s1:9092")
     assert target["transaction.interval.ms"] == str(exactly_once.DEFAULT_TRANSACTION_INTERVAL_MS)
     source = exactly_once.writer_settings(**common, syncs_in_transaction=False)  # type: ignore[arg-type]
     assert source["syncs.in.transaction"] == "false" and source["syncs.client.bootstrap.servers"] == "s:9092"

@@ -3,14 +3,17 @@ resumes, and how data loss is recognised. No JVM, no broker."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from reconciler.jobcontract.layout import CheckpointRoot, checkpoint_root_problem, local_job_folder
+from reconciler.jobcontract.spec import JobSpec, next_generation
 from reconciler.replication.job import resume_offsets
 from reconciler.replication.metrics import ReplicationMetrics
 from reconciler.runners.common import checkpoint_for, checkpoint_missing
+from reconciler.spec.loader import load_text
 
 pytestmark = pytest.mark.unit
 
@@ -131,3 +134,27 @@ def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_pa
     runner.forget("f")
     assert not checkpoint.exists() and not runner.folder("f").runner.exists()
     assert runner.job("f") is None  # added back, the flow is deployed afresh
+
+
+def test_each_deployment_gets_the_next_generation_and_the_spec_file_carries_it(tmp_path: Path) -> None:
+    assert next_generation(None) == 1
+    assert next_generation({"runner": "local"}) == 1  # recorded before generations existed
+    assert next_generation({"generation": 4}) == 5
+    assert next_generation({"generation": "4"}) == 1 and next_generation({"generation": True}) == 1
+    ds = load_text(
+        """
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+flows: [{name: f, source: src, target: dst, topics: {include: ["o"]}}]
+"""
+    ).state
+    spec = JobSpec("f", ds.flow_effective_spec("f"), ds.flow_digest("f"), tmp_path, generation=5)
+    spec.write(tmp_path / "spec.json")
+    assert JobSpec.read(tmp_path / "spec.json").generation == 5
+    old = json.loads((tmp_path / "spec.json").read_text())
+    del old["generation"]
+    (tmp_path / "spec.json").write_text(json.dumps(old))
+    assert JobSpec.read(tmp_path / "spec.json").generation == 0

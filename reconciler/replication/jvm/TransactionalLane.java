@@ -8,12 +8,15 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import org.apache.kafka.clients.admin.Admin;
@@ -24,35 +27,57 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * One source partition's transactional writer, cached per JVM (the transaction's init cost is paid once per
- * partition per JVM): a KafkaProducer whose transactional.id is stable for (state topic, flow, source topic,
- * partition), so a zombie task or driver writing the same partition is fenced by initTransactions.
+ * One source partition's transactional writer: a KafkaProducer whose transactional.id is stable for (state topic,
+ * flow, source topic, partition), so any other writer of the same partition (a zombie task, an old driver, an
+ * executor declared lost but alive) is fenced by initTransactions.
  *
- * After initTransactions the lane reads the group's committed offset of its remote partition on the target
- * (requireStable: no transaction of the previous producer is pending any more) and from then on keeps the
- * position itself: a row below it is skipped. A transaction holds records in source order and ends with
- * sendOffsetsToTransaction({remote partition: next source offset}); it is committed when older than
- * transaction.interval.ms at the next row, by a timer when no row comes (real-time mode tasks live for a whole
- * checkpoint interval), and when the Spark task ends. The lock keeps the timer and the task thread apart.
+ * Init: the committed offset of the remote partition in the flow's group on the target is read first without
+ * requireStable (a newer generation there: the lane stops for good before fencing anyone), then initTransactions,
+ * then read again with requireStable (no transaction of the previous producer is pending any more). The offset is
+ * the next source offset to write; its metadata (LaneMark) says which deployment generation, which source topic
+ * id and which lane instance committed it. A newer generation there: this job was superseded, it stops for good
+ * (SupersededException) instead of fencing back. Another topic id: the source topic was deleted and created
+ * again, the position starts over. Then the lane claims the partition: an empty transaction commits the position
+ * with this lane's mark, so a stale lane elsewhere can tell it lost the partition.
+ *
+ * A transaction holds records in source order and ends with sendOffsetsToTransaction({remote partition: next
+ * source offset, mark}); it is committed when older than transaction.interval.ms at the next row, by the timer
+ * when no row comes (real-time tasks live a whole checkpoint interval; each lane's commit runs on a pool thread of
+ * its own, so one slow flush holds back no other lane), and when the Spark task ends.
+ *
+ * Lanes are cached per JVM within one run of the query (the `run` setting: a new one at each query start, so a
+ * restarted query never reuses a lane, nor its cached position). A task that takes a cached lane first checks that
+ * the committed mark is still the lane's own (else another writer took the partition since: the lane is rebuilt,
+ * nothing having been sent through it in this task).
+ *
+ * Any error drops the lane: its producer is closed, its open transaction aborted. A lane is never replaced under
+ * a task that used it: that task fails (ExactlyOnceWriter), and Spark's retry replays the rows from the batch's
+ * start; the new lane reads the committed position and re-sends everything the aborted transaction held.
  *
  * Offset-syncs (MM2's rule, OffsetSyncRule) come from the offsets the records landed at: with the syncs topic
  * on the target they are sent in the transaction after a flush, so data and translation commit together;
  * otherwise they go through one plain producer per JVM after the commit (SourceSyncs).
- *
- * Any error drops the lane (its producer is closed, its transaction aborted if it can be) and fails the task:
- * the next use builds a new lane, which fences the old id and reads the committed position again.
  */
 final class TransactionalLane {
     private static final ConcurrentHashMap<String, TransactionalLane> LANES = new ConcurrentHashMap<>();
     private static final ConcurrentHashMap<String, Object> INITS = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, Admin> ADMINS = new ConcurrentHashMap<>();
     private static final AtomicLong SYNCS_SENT = new AtomicLong();
+    private static final AtomicLong FENCED = new AtomicLong();
+    private static final AtomicLong RESETS = new AtomicLong();
+    private static final AtomicLong SUPERSEDED_BY = new AtomicLong();
     private static final long CLOSE_TIMEOUT_MS = 5_000L;
+    private static final long ADMIN_TIMEOUT_S = 60L;
     private static volatile ScheduledExecutorService timer;
+    private static volatile ExecutorService committers;
 
     static {
         Runtime.getRuntime().addShutdownHook(new Thread(TransactionalLane::shutdown, "kmirror-eos-exit"));
@@ -60,19 +85,26 @@ final class TransactionalLane {
 
     final String sourceTopic;
     final int partition;
+    final String run;
     private final String transactionalId;
     private final TopicPartition remote;
     private final ConsumerGroupMetadata group;
+    private final long generation;
+    private final String nonce = UUID.randomUUID().toString();
     private final long intervalMs;
     private final String syncsTopic;
     private final boolean syncsInTransaction;
     private final long flushMs;
     private final TopicPartition source;
+    private final Map<String, String> settings;
     private final ReentrantLock lock = new ReentrantLock();
+    private final AtomicBoolean committing = new AtomicBoolean();
     private final SourceSyncs sourceSyncs;
     private KafkaProducer<byte[], byte[]> producer;
     private volatile boolean dropped;
     private RuntimeException failure;
+    /** The source topic's id when the lane started (null: not known; no re-creation check). */
+    private String topicId;
     /** Next source offset to write; -1 while the group has none (nothing is skipped then). */
     private long next = -1L;
     private boolean open;
@@ -84,12 +116,15 @@ final class TransactionalLane {
     private long heldPromotedAt = System.currentTimeMillis();
 
     private TransactionalLane(Map<String, String> settings, String sourceTopic, int partition, String remoteTopic) {
+        this.settings = settings;
         this.sourceTopic = sourceTopic;
         this.partition = partition;
-        this.transactionalId = settings.get("transactional.id.prefix") + sourceTopic + "." + partition;
+        this.run = settings.getOrDefault("run", "");
+        this.transactionalId = transactionalId(settings, sourceTopic, partition);
         this.remote = new TopicPartition(remoteTopic, partition);
         this.source = new TopicPartition(sourceTopic, partition);
         this.group = new ConsumerGroupMetadata(settings.get("group"));
+        this.generation = Long.parseLong(settings.getOrDefault("generation", "0"));
         this.intervalMs = Long.parseLong(settings.getOrDefault("transaction.interval.ms", "200"));
         String topic = settings.get("syncs.topic");
         this.syncsTopic = topic == null || topic.isEmpty() ? null : topic;
@@ -99,74 +134,194 @@ final class TransactionalLane {
         this.sourceSyncs = syncsTopic == null || syncsInTransaction ? null : SourceSyncs.of(settings, syncsTopic);
     }
 
-    /** The live lane of a source partition, created (producer initialised, position read) on first use. */
-    static TransactionalLane of(Map<String, String> settings, String sourceTopic, int partition, String remoteTopic) {
-        String id = settings.get("transactional.id.prefix") + sourceTopic + "." + partition;
+    /** PREFIX + sourceTopic + "/" + partition: no topic name holds a '/', so no two partitions share an id. */
+    static String transactionalId(Map<String, String> settings, String sourceTopic, int partition) {
+        return settings.get("transactional.id.prefix") + sourceTopic + "/" + partition;
+    }
+
+    /**
+     * The lane of a source partition for a task that has not used it yet: the cached one of this query run if
+     * the partition's committed mark is still its own, else a new one (producer initialised, position read,
+     * partition claimed). Throws SupersededException once a newer generation of the flow was seen.
+     */
+    static TransactionalLane acquire(Map<String, String> settings, String sourceTopic, int partition, String remoteTopic) {
+        checkSuperseded();
+        String id = transactionalId(settings, sourceTopic, partition);
         TransactionalLane lane = LANES.get(id);
-        if (lane != null && !lane.dropped) {
+        if (lane != null && lane.usable(settings) && lane.stillOwned()) {
             return lane;
         }
         synchronized (INITS.computeIfAbsent(id, k -> new Object())) { // lanes of other partitions init meanwhile
-            lane = LANES.get(id);
-            if (lane == null || lane.dropped) {
-                lane = new TransactionalLane(settings, sourceTopic, partition, remoteTopic);
-                lane.init(settings);
-                LANES.put(id, lane);
-                startTimer(lane.intervalMs);
+            TransactionalLane current = LANES.get(id);
+            if (current != null && current != lane && current.usable(settings)) {
+                return current; // another task of this run built it meanwhile
             }
-            return lane;
+            if (current != null) {
+                current.drop("replaced by a new lane of " + id);
+            }
+            TransactionalLane fresh = new TransactionalLane(settings, sourceTopic, partition, remoteTopic);
+            fresh.init();
+            LANES.put(id, fresh);
+            startTimer(fresh.intervalMs);
+            return fresh;
         }
+    }
+
+    private boolean usable(Map<String, String> settings) {
+        return !dropped && run.equals(settings.getOrDefault("run", ""));
     }
 
     boolean isDropped() {
         return dropped;
     }
 
-    private void init(Map<String, String> settings) {
-        Properties props = new Properties();
-        for (Map.Entry<String, String> e : settings.entrySet()) {
-            if (e.getKey().startsWith("producer.")) {
-                props.put(e.getKey().substring("producer.".length()), e.getValue());
-            }
-        }
+    long next() {
+        return next;
+    }
+
+    private void init() {
+        Properties props = producerProperties(settings);
         props.put("transactional.id", transactionalId);
-        props.put("enable.idempotence", "true");
-        props.put("acks", "all");
-        props.put("key.serializer", ByteArraySerializer.class.getName());
-        props.put("value.serializer", ByteArraySerializer.class.getName());
-        props.remove("interceptor.classes");
+        LaneMark before = readMark(false);
+        if (before != null && before.generation > generation) {
+            throw supersede(before.generation); // before initTransactions: the newer writer is not fenced
+        }
         producer = new KafkaProducer<>(props);
         try {
             producer.initTransactions(); // fences every older producer of this id and ends its transaction
             try (PartitionLeaders leaders = new PartitionLeaders(props, transactionalId + "-leaders")) {
                 leaders.await(remote); // a new remote partition: see PartitionLeaders
             }
-            next = committedPosition(props);
+            LaneMark mark = readMark(true);
+            if (mark != null && mark.generation > generation) {
+                throw supersede(mark.generation);
+            }
+            topicId = sourceTopicId();
+            long position = mark == null ? -1L : mark.offset;
+            if (mark != null && mark.topicId != null && topicId != null && !mark.topicId.equals(topicId)) {
+                report(source + " was deleted and created again (topic id " + mark.topicId + " -> " + topicId
+                        + "): copying it from its start, not from the old topic's position " + mark.offset);
+                RESETS.incrementAndGet();
+                position = -1L;
+            }
+            // Claim the partition: the committed mark becomes this lane's (a stale lane elsewhere sees it).
+            producer.beginTransaction();
+            producer.sendOffsetsToTransaction(
+                    Collections.singletonMap(remote, new OffsetAndMetadata(Math.max(position, 0L), mark())), group);
+            producer.commitTransaction();
+            next = position;
         } catch (RuntimeException e) {
             closeQuietly();
             throw e;
         }
     }
 
-    /** The group's committed offset of the remote partition on the target (-1: none), stable. */
-    private long committedPosition(Properties producerProps) {
-        try (Admin admin = Admin.create(PartitionLeaders.adminProperties(producerProps))) {
-            ListConsumerGroupOffsetsSpec spec =
-                    new ListConsumerGroupOffsetsSpec().topicPartitions(Collections.singletonList(remote));
+    private String mark() {
+        return LaneMark.format(generation, topicId, nonce);
+    }
+
+    /** Still this lane's partition: the committed mark is its own and the source topic is the one it started on. */
+    private boolean stillOwned() {
+        LaneMark mark;
+        try {
+            mark = readMark(true);
+        } catch (RuntimeException e) {
+            return false; // the new lane's init tells what is wrong
+        }
+        if (mark == null || !nonce.equals(mark.nonce)) {
+            return false; // another writer took the partition (or the group's offsets were deleted)
+        }
+        return topicId == null || topicId.equals(sourceTopicId());
+    }
+
+    /**
+     * A row below the position after a row at or above it in the same task: a replay never goes back, so the
+     * source topic may have been deleted and created again. Resets the position if its id changed.
+     */
+    void sourceWentBack() {
+        lock.lock();
+        try {
+            check();
+            String now = sourceTopicId();
+            if (topicId != null && now != null && !topicId.equals(now)) {
+                report(source + " was deleted and created again while the job ran (topic id " + topicId + " -> "
+                        + now + "): copying it from its start");
+                RESETS.incrementAndGet();
+                topicId = now;
+                next = -1L;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The committed offset of the remote partition in the flow's group with its mark (null: none). */
+    private LaneMark readMark(boolean stable) {
+        Admin admin = admin("target", settings, "producer.");
+        ListConsumerGroupOffsetsSpec spec =
+                new ListConsumerGroupOffsetsSpec().topicPartitions(Collections.singletonList(remote));
+        try {
             Map<TopicPartition, OffsetAndMetadata> offsets = admin.listConsumerGroupOffsets(
                             Collections.singletonMap(group.groupId(), spec),
-                            new ListConsumerGroupOffsetsOptions().requireStable(true))
+                            new ListConsumerGroupOffsetsOptions().requireStable(stable))
                     .partitionsToOffsetAndMetadata(group.groupId())
-                    .get(60, TimeUnit.SECONDS);
+                    .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
             OffsetAndMetadata committed = offsets.get(remote);
-            return committed == null ? -1L : committed.offset();
+            return committed == null ? null : LaneMark.parse(committed.offset(), committed.metadata());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new org.apache.kafka.common.errors.InterruptException(e);
         } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
-            throw new org.apache.kafka.common.KafkaException(
-                    "cannot read the committed position of " + remote + " in group " + group.groupId(), e);
+            throw new KafkaException("cannot read the committed position of " + remote + " in group "
+                    + group.groupId(), e);
         }
+    }
+
+    /** The source topic's id (null when the settings name no source cluster, or it cannot be read now). */
+    private String sourceTopicId() {
+        if (!settings.containsKey("source.bootstrap.servers")) {
+            return null;
+        }
+        try {
+            return admin("source", settings, "source.").describeTopics(Collections.singletonList(sourceTopic))
+                    .allTopicNames().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS).get(sourceTopic).topicId().toString();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new org.apache.kafka.common.errors.InterruptException(e);
+        } catch (ExecutionException | java.util.concurrent.TimeoutException | RuntimeException e) {
+            return null; // the topic is gone for the moment: the next check tells
+        }
+    }
+
+    /** One admin client per flow and cluster per JVM (the lanes' position reads and topic lookups). */
+    static Admin admin(String side, Map<String, String> settings, String prefix) {
+        String key = side + "\u0000" + settings.get("group") + "\u0000" + settings.get(prefix + "bootstrap.servers");
+        return ADMINS.computeIfAbsent(key, k -> {
+            Properties props = new Properties();
+            for (Map.Entry<String, String> e : settings.entrySet()) {
+                if (e.getKey().startsWith(prefix)) {
+                    props.put(e.getKey().substring(prefix.length()), e.getValue());
+                }
+            }
+            Properties admin = PartitionLeaders.adminProperties(props);
+            admin.put("client.id", "kmirror-eos-" + side);
+            return Admin.create(admin);
+        });
+    }
+
+    static Properties producerProperties(Map<String, String> settings) {
+        Properties props = new Properties();
+        for (Map.Entry<String, String> e : settings.entrySet()) {
+            if (e.getKey().startsWith("producer.")) {
+                props.put(e.getKey().substring("producer.".length()), e.getValue());
+            }
+        }
+        props.put("enable.idempotence", "true");
+        props.put("acks", "all");
+        props.put("key.serializer", ByteArraySerializer.class.getName());
+        props.put("value.serializer", ByteArraySerializer.class.getName());
+        props.remove("interceptor.classes");
+        return props;
     }
 
     /** One row: skipped when the target already has it, else sent in the open transaction. */
@@ -224,7 +379,18 @@ final class TransactionalLane {
         lock.lock();
         try {
             if (!dropped) {
-                fail(new org.apache.kafka.common.KafkaException("the Spark task failed", cause));
+                fail(new KafkaException("the Spark task failed", cause));
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void drop(String why) {
+        lock.lock();
+        try {
+            if (!dropped) {
+                fail(new IllegalStateException(why));
             }
         } finally {
             lock.unlock();
@@ -233,7 +399,10 @@ final class TransactionalLane {
 
     private void check() {
         if (dropped) {
-            throw failure != null ? failure : new IllegalStateException(transactionalId + " was closed");
+            throw failure instanceof KafkaException
+                    ? new KafkaException(transactionalId + " failed: the task fails and its retry re-sends what "
+                            + "was not committed", failure)
+                    : new IllegalStateException(transactionalId + " was closed", failure);
         }
     }
 
@@ -248,7 +417,8 @@ final class TransactionalLane {
                 producer.send(new ProducerRecord<>(syncsTopic, 0, syncKey(source), syncValue(s[0], s[1])));
             }
         }
-        producer.sendOffsetsToTransaction(Collections.singletonMap(remote, new OffsetAndMetadata(next)), group);
+        producer.sendOffsetsToTransaction(
+                Collections.singletonMap(remote, new OffsetAndMetadata(next, mark())), group);
         producer.commitTransaction();
         open = false;
         if (sourceSyncs != null) {
@@ -277,7 +447,7 @@ final class TransactionalLane {
                 Thread.currentThread().interrupt();
                 throw new org.apache.kafka.common.errors.InterruptException(e);
             } catch (ExecutionException e) {
-                throw new org.apache.kafka.common.KafkaException("a record was not written", e.getCause());
+                throw new KafkaException("a record was not written", e.getCause());
             }
             long upstream = pendingOffsets.get(i)[0];
             if (rule.update(upstream, md.offset())) {
@@ -305,6 +475,11 @@ final class TransactionalLane {
         failure = cause;
         dropped = true;
         LANES.remove(transactionalId, this);
+        if (fenced(cause)) {
+            FENCED.incrementAndGet();
+            report(transactionalId + " was fenced by another writer of the flow (a stray task, or an older "
+                    + "deployment still alive); this task fails and its retry takes the partition back");
+        }
         if (open) {
             try {
                 producer.abortTransaction();
@@ -318,30 +493,60 @@ final class TransactionalLane {
         closeQuietly();
     }
 
+    private static boolean fenced(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     private void closeQuietly() {
         try {
-            producer.close(Duration.ofMillis(CLOSE_TIMEOUT_MS));
+            if (producer != null) {
+                producer.close(Duration.ofMillis(CLOSE_TIMEOUT_MS));
+            }
         } catch (RuntimeException ignored) {
             // closing a fenced producer may throw; it is gone either way
         }
     }
 
-    /** The timer's pass: commit this lane's transaction when it is due and no task holds the lane. */
+    /** The timer's pass: hand this lane's due commit to a pool thread, one at a time per lane. */
     private void tick() {
-        if (dropped || !lock.tryLock()) {
+        if (dropped || !open || System.currentTimeMillis() - openedAt < intervalMs) {
             return;
         }
+        if (!committing.compareAndSet(false, true)) {
+            return; // its last commit is still running (a slow flush): it holds back only this lane
+        }
         try {
-            if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
-                try {
-                    commitLocked();
-                } catch (RuntimeException e) {
-                    report(transactionalId + ": commit failed, the lane restarts: " + e);
-                    fail(e);
+            committers.execute(this::commitDue);
+        } catch (RuntimeException e) {
+            committing.set(false);
+        }
+    }
+
+    private void commitDue() {
+        try {
+            if (!lock.tryLock()) {
+                return; // a task is writing: it commits at its next row or when it ends
+            }
+            try {
+                if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
+                    try {
+                        commitLocked();
+                    } catch (RuntimeException e) {
+                        report(transactionalId + ": commit failed; the task that wrote it fails and its retry "
+                                + "re-sends the aborted records: " + e);
+                        fail(e);
+                    }
                 }
+            } finally {
+                lock.unlock();
             }
         } finally {
-            lock.unlock();
+            committing.set(false);
         }
     }
 
@@ -349,6 +554,11 @@ final class TransactionalLane {
         if (timer != null) {
             return;
         }
+        committers = Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "kmirror-eos-commit");
+            t.setDaemon(true);
+            return t;
+        });
         timer = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "kmirror-eos-commits");
             t.setDaemon(true);
@@ -368,13 +578,103 @@ final class TransactionalLane {
 
     static void flushAll() {
         for (TransactionalLane lane : LANES.values()) {
-            lane.tick();
+            if (lane.lock.tryLock()) {
+                try {
+                    if (!lane.dropped && lane.open) {
+                        lane.commitLocked();
+                    }
+                } catch (RuntimeException e) {
+                    lane.fail(e);
+                } finally {
+                    lane.lock.unlock();
+                }
+            }
         }
         SourceSyncs.flushAll();
     }
 
     static long syncsSent() {
         return SYNCS_SENT.get();
+    }
+
+    static long fencedCount() {
+        return FENCED.get();
+    }
+
+    static long resets() {
+        return RESETS.get();
+    }
+
+    static long supersededBy() {
+        return SUPERSEDED_BY.get();
+    }
+
+    /** See ExactlyOnceWriter.fenceOnStart. */
+    static long fenceOnStart(
+            Map<String, String> settings, List<String> sourceTopics, List<String> remoteTopics, List<Integer> partitions) {
+        long generation = Long.parseLong(settings.getOrDefault("generation", "0"));
+        String groupId = settings.get("group");
+        Admin admin = admin("target", settings, "producer.");
+        Map<TopicPartition, OffsetAndMetadata> committed;
+        try {
+            committed = admin.listConsumerGroupOffsets(groupId).partitionsToOffsetAndMetadata()
+                    .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new org.apache.kafka.common.errors.InterruptException(e);
+        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+            throw new KafkaException("cannot read the positions of group " + groupId, e);
+        }
+        long newest = 0L;
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : committed.entrySet()) {
+            if (e.getValue() != null) {
+                newest = Math.max(newest, LaneMark.parse(e.getValue().offset(), e.getValue().metadata()).generation);
+            }
+        }
+        if (newest > generation) {
+            markSuperseded(newest);
+            return newest;
+        }
+        String legacy = settings.get("legacy.transactional.id.prefix");
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < partitions.size(); i++) {
+            ids.add(transactionalId(settings, sourceTopics.get(i), partitions.get(i)));
+            OffsetAndMetadata old = committed.get(new TopicPartition(remoteTopics.get(i), partitions.get(i)));
+            String metadata = old == null ? null : old.metadata();
+            if (legacy != null && old != null && (metadata == null || !metadata.startsWith(LaneMark.PREFIX))) {
+                ids.add(legacy + sourceTopics.get(i) + "." + partitions.get(i));
+            }
+        }
+        if (!ids.isEmpty()) {
+            try {
+                admin.fenceProducers(ids).all().get(2 * ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new org.apache.kafka.common.errors.InterruptException(e);
+            } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                // Each lane fences its own id when it starts: only the early abort of open transactions is lost.
+                report("the writers of the flow's " + ids.size() + " partitions were not fenced at the start (" + e
+                        + "); each is fenced when its partition's first record comes");
+            }
+        }
+        return 0L;
+    }
+
+    private static SupersededException supersede(long newer) {
+        SUPERSEDED_BY.accumulateAndGet(newer, Math::max);
+        return new SupersededException(newer);
+    }
+
+    private static void checkSuperseded() {
+        long newer = SUPERSEDED_BY.get();
+        if (newer > 0) {
+            throw new SupersededException(newer);
+        }
+    }
+
+    /** Marks this JVM superseded (the driver found a newer generation before starting the query). */
+    static void markSuperseded(long newer) {
+        SUPERSEDED_BY.accumulateAndGet(newer, Math::max);
     }
 
     /** JVM exit: abort what is open (nothing of it is committed, so Spark's replay writes it), close, flush syncs. */
@@ -384,16 +684,16 @@ final class TransactionalLane {
                 timer.shutdownNow();
             }
             for (TransactionalLane lane : LANES.values()) {
-                lane.lock.lock();
-                try {
-                    if (!lane.dropped) {
-                        lane.fail(new IllegalStateException("the JVM is exiting"));
-                    }
-                } finally {
-                    lane.lock.unlock();
-                }
+                lane.drop("the JVM is exiting");
             }
             SourceSyncs.flushAll();
+            for (Admin admin : ADMINS.values()) {
+                try {
+                    admin.close(Duration.ofMillis(1_000L));
+                } catch (RuntimeException ignored) {
+                    // exiting
+                }
+            }
         }, "kmirror-eos-close");
         closer.setDaemon(true);
         closer.start();
@@ -419,6 +719,67 @@ final class TransactionalLane {
 
     static void report(String message) {
         System.err.println("kmirror ExactlyOnceWriter: " + message);
+    }
+
+    /** A newer deployment of the flow writes its partitions: this writer stops for good, fencing nobody. */
+    static final class SupersededException extends KafkaException {
+        private static final long serialVersionUID = 1L;
+
+        SupersededException(long newer) {
+            super("kmirror: this job was superseded by generation " + newer + " of the flow (a newer deployment "
+                    + "writes its partitions): it stops for good instead of fencing the newer one");
+        }
+    }
+
+    /**
+     * The metadata of a committed position: "kmirror:g=GENERATION,t=TOPIC_ID,l=LANE". Older versions committed
+     * none (generation 0, no topic id, no lane).
+     */
+    static final class LaneMark {
+        static final String PREFIX = "kmirror:";
+        final long offset;
+        final long generation;
+        final String topicId;
+        final String nonce;
+
+        private LaneMark(long offset, long generation, String topicId, String nonce) {
+            this.offset = offset;
+            this.generation = generation;
+            this.topicId = topicId;
+            this.nonce = nonce;
+        }
+
+        static String format(long generation, String topicId, String nonce) {
+            return PREFIX + "g=" + generation + ",t=" + (topicId == null ? "" : topicId) + ",l=" + nonce;
+        }
+
+        static LaneMark parse(long offset, String metadata) {
+            long generation = 0L;
+            String topicId = null;
+            String nonce = null;
+            if (metadata != null && metadata.startsWith(PREFIX)) {
+                for (String field : metadata.substring(PREFIX.length()).split(",")) {
+                    int eq = field.indexOf('=');
+                    if (eq <= 0) {
+                        continue;
+                    }
+                    String name = field.substring(0, eq);
+                    String value = field.substring(eq + 1);
+                    if (name.equals("g")) {
+                        try {
+                            generation = Long.parseLong(value);
+                        } catch (NumberFormatException ignored) {
+                            // an unknown mark counts as the oldest generation
+                        }
+                    } else if (name.equals("t") && !value.isEmpty()) {
+                        topicId = value;
+                    } else if (name.equals("l") && !value.isEmpty()) {
+                        nonce = value;
+                    }
+                }
+            }
+            return new LaneMark(offset, generation, topicId, nonce);
+        }
     }
 
     /** Offset-syncs to the source cluster, after the transactions commit: one plain producer per JVM and topic. */

@@ -121,6 +121,18 @@ def test_restarts_data_loss_and_a_local_job_on_a_ci_runner_are_warned_about() ->
     assert "spark.deploy is 'local' on a CI runner" in text
 
 
+def test_a_fenced_exactly_once_job_and_a_superseded_one_are_warned_about_without_a_change() -> None:
+    ds = desired(FLOW)
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    fenced = JobInfo("f", True, ds.flow_digest("f"), fenced_writers=2)
+    p = plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), JobStatus({"f": fenced}))
+    assert p.changes == ()
+    assert any("another writer of this flow's partitions is alive" in w and "2 time(s)" in w for w in p.warnings)
+    superseded = JobInfo("f", False, ds.flow_digest("f"), state="stopped", superseded_by=7)
+    p = plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), JobStatus({"f": superseded}))
+    assert any("generation 7 of the flow" in w and "stopped for good" in w for w in p.warnings), p.warnings
+
+
 def _renamed() -> DesiredState:
     return load_text("""
 version: 1
