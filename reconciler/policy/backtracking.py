@@ -47,7 +47,10 @@ STEP_BUDGET = 1_000_000
 """The most backtracking steps a filter may take on one topic name: a few milliseconds in java.util.regex."""
 
 _MAX_POSITIONS = 1_500  # bounded repeats written out beyond this are counted as unbounded
-_MAX_VECTORS = 24  # distinct worst cases kept per prefix length before merging
+MAX_PATTERN_CHARS = 10_000
+"""Longer filters are refused unchecked: no topic filter needs one (list names in `include` instead)."""
+_MAX_VECTORS = 48  # distinct worst cases per prefix length checked for dominance
+_MAX_SUPPORTS = 400  # distinct sets of states kept per prefix length before merging them all
 
 
 class _Refused(Exception):
@@ -85,6 +88,13 @@ class _Automaton:
 def catastrophic_backtracking(pattern: str) -> list[tuple[str, str]]:
     """(message, hint) if java.util.regex could take more than `STEP_BUDGET` steps to match `pattern` against a
     topic name; empty if it cannot. A static count over the pattern's structure (milliseconds, no matching)."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return [
+            (
+                f"is {len(pattern):,} characters long, more than the {MAX_PATTERN_CHARS:,} kmirror checks",
+                "list the names as separate entries of the include or exclude list instead of one long regex",
+            )
+        ]
     try:
         tree = _parser.parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
@@ -181,35 +191,38 @@ def _step(vectors: list[dict[int, int]], moves: list[list[list[tuple[int, int]]]
 
 
 def _keep_worst(vectors: list[dict[int, int]]) -> list[dict[int, int]]:
-    """The vectors no other dominates; merged (element-wise maximum, which over-counts) when too many remain."""
-    vectors.sort(key=lambda v: -sum(v.values()))
-    kept: list[dict[int, int]] = []
-    for vector in vectors:
-        if not any(all(other.get(p, 0) >= ways for p, ways in vector.items()) for other in kept):
-            kept.append(vector)
-    if len(kept) <= _MAX_VECTORS:
+    """The distinct vectors, without those another one dominates (exact); when too many remain, those with the
+    same states merged by their element-wise maximum, and only then all of them (both over-count: still sound).
+    Merging vectors of different states is the last resort: it lets paths of different names meet."""
+    unique = list({tuple(sorted(v.items())): v for v in vectors}.values())
+    if len(unique) <= _MAX_VECTORS:
+        unique.sort(key=lambda v: -sum(v.values()))
+        kept: list[dict[int, int]] = []
+        for vector in unique:
+            if not any(all(other.get(p, 0) >= ways for p, ways in vector.items()) for other in kept):
+                kept.append(vector)
         return kept
     by_support: dict[frozenset[int], dict[int, int]] = {}
-    for vector in kept:
+    for vector in unique:
         merged = by_support.setdefault(frozenset(vector), {})
         for p, ways in vector.items():
             merged[p] = max(merged.get(p, 0), ways)
-    kept = list(by_support.values())
-    if len(kept) <= _MAX_VECTORS:
-        return kept
-    merged = {}
-    for vector in kept:
+    if len(by_support) <= _MAX_SUPPORTS:
+        return list(by_support.values())
+    everything: dict[int, int] = {}
+    for vector in by_support.values():
         for p, ways in vector.items():
-            merged[p] = max(merged.get(p, 0), ways)
-    return [merged]
+            everything[p] = max(everything.get(p, 0), ways)
+    return [everything]
 
 
 def _classes(masks: Sequence[int]) -> list[int]:
     """One bit per group of topic characters that every position either takes all of or none of."""
+    distinct = sorted(set(masks))
     groups: dict[tuple[bool, ...], int] = {}
     for i in range(len(TOPIC_ALPHABET)):
         bit = 1 << i
-        signature = tuple(bool(mask & bit) for mask in masks)
+        signature = tuple(bool(mask & bit) for mask in distinct)
         groups[signature] = groups.get(signature, 0) | bit
     return [bits for signature, bits in groups.items() if any(signature)]
 
@@ -325,7 +338,19 @@ def _sum(maps: Any) -> dict[int, int]:
     return total
 
 
+_MASKS: dict[tuple[Any, str, bool], int] = {}
+
+
 def _mask(op: Any, av: Any, ignorecase: bool) -> int:
+    key = (op, repr(av), ignorecase)
+    if key not in _MASKS:
+        if len(_MASKS) > 4096:
+            _MASKS.clear()
+        _MASKS[key] = _compute_mask(op, av, ignorecase)
+    return _MASKS[key]
+
+
+def _compute_mask(op: Any, av: Any, ignorecase: bool) -> int:
     mask = 0
     for i, char in enumerate(TOPIC_ALPHABET):
         variants = {char, char.lower(), char.upper()} if ignorecase else {char}

@@ -20,7 +20,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.policy.backtracking import STEP_BUDGET, TOPIC_ALPHABET, TOPIC_NAME_MAX, catastrophic_backtracking
+from reconciler.policy.backtracking import (
+    MAX_PATTERN_CHARS,
+    STEP_BUDGET,
+    TOPIC_ALPHABET,
+    TOPIC_NAME_MAX,
+    catastrophic_backtracking,
+)
 from reconciler.policy.filters import PatternFilter, compile_linear, java_subscribe_pattern
 from reconciler.policy.naming import policy_for
 from reconciler.spec import SpecError, load_text
@@ -268,6 +274,37 @@ def test_java_matches_every_accepted_pattern_in_under_a_tenth_of_a_second(tmp_pa
     assert len(times) == 2 * len(patterns)
     slow = [(int(nanos) / 1e9, pattern) for nanos, pattern in times if int(nanos) > 100_000_000]
     assert slow == [], slow
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "a" * (MAX_PATTERN_CHARS - 1),
+        "(?:a|b|c|d)" * 900,
+        "[a-z]{1,1000}",
+        "(?:[a-m]x|[n-z]y){1,300}",
+        "(?:\\d{1,3}\\.){1,100}",
+        "[a-z]-" * 1600,
+        "(?:[a-z]-)?" * 900,
+        "(?:" + "|".join(f"t{i}-.*" for i in range(300)) + ")",
+        "(?:[a-z]{1,20}[0-9]{1,20}){1,30}",
+    ],
+)
+def test_checking_a_large_pattern_stays_well_under_a_second(pattern: str) -> None:
+    started = time.perf_counter()
+    regex_problems(pattern)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_pattern_longer_than_the_check_reads_is_refused() -> None:
+    (message, hint), *_ = catastrophic_backtracking("t0|" * (MAX_PATTERN_CHARS // 3 + 1) + "x")
+    assert f"{MAX_PATTERN_CHARS:,}" in message and "include" in hint
+
+
+def test_bounded_copies_of_an_unambiguous_group_are_accepted() -> None:
+    # a counted loop whose iterations cannot overlap: one way to match, whatever the count
+    assert catastrophic_backtracking("(?:\\d{1,3}\\.){1,100}v") == []
+    assert catastrophic_backtracking("(?:[a-m]x|[n-z]y){1,300}") == []
 
 
 def test_the_budget_is_what_the_messages_say() -> None:
