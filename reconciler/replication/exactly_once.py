@@ -35,16 +35,15 @@ from typing import Any
 
 from reconciler.policy.filters import eos_group
 from reconciler.replication.interceptor import DELAYED_SYNCS_FLUSH_MS
+from reconciler.spec import transactions
 from reconciler.spec.models import FlowSpec
 
 WRITER_CLASS = "io.kmirror.replication.ExactlyOnceWriter"
 #: How old a transaction gets before it is committed (ms): read_committed consumers see records this much later.
-TRANSACTION_INTERVAL = "spark.kmirror.transactionIntervalMs"
-DEFAULT_TRANSACTION_INTERVAL_MS = 200
-#: The broker aborts a transaction open longer than this (a driver killed mid-transaction holds back
-#: read_committed consumers of its partitions until then, or until the job starts again and fences it).
-#: `replication.producer` may set another.
-DEFAULT_TRANSACTION_TIMEOUT_MS = "30000"
+TRANSACTION_INTERVAL = transactions.TRANSACTION_INTERVAL_SETTING
+DEFAULT_TRANSACTION_INTERVAL_MS = transactions.DEFAULT_TRANSACTION_INTERVAL_MS
+#: `replication.producer` may set another (see reconciler.spec.transactions).
+DEFAULT_TRANSACTION_TIMEOUT_MS = str(transactions.DEFAULT_TRANSACTION_TIMEOUT_MS)
 #: Producer settings of the at-least-once sink that must not reach the transactional producers.
 _NOT_FOR_TRANSACTIONS = ("interceptor.classes",)
 
@@ -69,29 +68,17 @@ def transactional_id(state_topic: str, flow: str, topic: str, partition: int) ->
 
 
 def transaction_timeout_ms(producer: Mapping[str, Any]) -> int:
-    """The transactional producers' `transaction.timeout.ms`: the flow's `replication.producer` setting, else
-    kmirror's default."""
-    value = producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ValueError(
-            f"replication.producer transaction.timeout.ms is {value!r}; it must be a number of milliseconds"
-        ) from None
+    """The transactional producers' `transaction.timeout.ms` (validated when the file was loaded)."""
+    timeout = transactions.transaction_timeout_ms(producer)
+    if timeout is None:
+        raise ValueError(f"transaction.timeout.ms is {producer.get('transaction.timeout.ms')!r}; it must be a number")
+    return timeout
 
 
 def interval_problem(interval_ms: int, timeout_ms: int) -> str | None:
-    """Why a transaction interval does not fit the transaction timeout (None: it does). A transaction is
-    committed once older than the interval, by a timer whose commit may wait a flush; the broker aborts one
-    older than the timeout. Half the timeout leaves the commit as long again as the interval."""
-    if interval_ms * 2 > timeout_ms:
-        return (
-            f"{TRANSACTION_INTERVAL} is {interval_ms} ms, more than half of the transaction timeout "
-            f"(transaction.timeout.ms {timeout_ms} ms): the broker would abort transactions before they are "
-            f"committed; lower the interval or raise `replication.producer` transaction.timeout.ms to at least "
-            f"{interval_ms * 2}"
-        )
-    return None
+    """`transactions.interval_problem` with its hint: why the job cannot run with these settings."""
+    problem = transactions.interval_problem(interval_ms, timeout_ms)
+    return None if problem is None else f"{problem}; {transactions.interval_hint(interval_ms)}"
 
 
 def transaction_interval_ms(value: Any) -> int:

@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from reconciler.spec import transactions
 from reconciler.spec.client_config import client_problems
 from reconciler.spec.issues import FieldPath, Severity, SpecIssue
 from reconciler.spec.models import DesiredState, FlowSpec
@@ -175,12 +176,28 @@ def _check_flows(state: DesiredState, report: _Report) -> None:
         _check_naming(flow, base, report)
         _check_inline_secrets(flow.replication.producer, (*base, "replication", "producer"), report)
         _check_inline_secrets(flow.replication.consumer, (*base, "replication", "consumer"), report)
+        _check_transactions(state, flow, base, report)
         if flow.sync.group_offsets and not flow.offsets.emit_checkpoints:
             report.add(
                 (*base, "sync", "group_offsets"),
                 "group offsets are translated from checkpoints, but offsets.emit_checkpoints is false",
                 "set offsets.emit_checkpoints: true, or sync.group_offsets: false",
             )
+
+
+def _check_transactions(state: DesiredState, flow: FlowSpec, base: FieldPath, report: _Report) -> None:
+    """An exactly-once flow's transaction interval must leave its commit room within the transaction timeout."""
+    if flow.replication.delivery != "exactly_once":
+        return
+    interval = transactions.whole_ms(
+        state.spark.conf.get(transactions.TRANSACTION_INTERVAL_SETTING, transactions.DEFAULT_TRANSACTION_INTERVAL_MS)
+    )
+    timeout = transactions.transaction_timeout_ms(flow.replication.producer)
+    if interval is None or timeout is None:
+        return  # not a number: the models say so; a reference: resolved only where the job runs
+    problem = transactions.interval_problem(interval, timeout)
+    if problem is not None:
+        report.add((*base, "replication", "delivery"), problem, transactions.interval_hint(interval))
 
 
 def _check_filters(flow: FlowSpec, base: FieldPath, report: _Report) -> None:

@@ -208,3 +208,29 @@ def test_the_job_spec_carries_the_state_topic_and_an_older_file_gets_the_default
     del older["state_topic"]
     (tmp_path / "spec.json").write_text(json.dumps(older))
     assert JobSpec.read(tmp_path / "spec.json").state_topic == "_kmirror.state"
+
+
+def test_a_transaction_interval_over_half_the_transaction_timeout_is_a_located_load_error() -> None:
+    text = """\
+version: 1
+clusters:
+  src: {bootstrap_servers: "127.0.0.1:1"}
+  dst: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: dst}
+spark: {conf: {spark.kmirror.transactionIntervalMs: "20000"}}
+flows:
+  - name: f
+    source: src
+    target: dst
+    replication: {delivery: exactly_once}
+"""
+    with pytest.raises(KmirrorError) as raised:
+        load_text(text)
+    message = str(raised.value)
+    assert "transactionIntervalMs is 20000 ms" in message and "at least 40000" in message, message
+    assert "kmirror.yaml:11:" in message, message
+    raised_timeout = text.replace(
+        "{delivery: exactly_once}", "{delivery: exactly_once, producer: {transaction.timeout.ms: 60000}}"
+    )
+    load_text(raised_timeout)  # the timeout raised with it: fine
+    load_text(text.replace("exactly_once", "at_least_once"))  # no transactions: nothing to check
