@@ -208,19 +208,18 @@ class ScrubbingStream(io.TextIOBase):
 
 
 def scrubbing_log_filter() -> Any:
-    """A `logging.Filter` that scrubs each record's message (arguments merged in) and exception text."""
+    """A `logging.Filter` that scrubs each record's message (arguments merged in) and exception text, and escapes
+    the control characters a name in them may carry."""
     import logging
 
     class ScrubbingFilter(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
-            if _pattern is None:
-                return True
             message = record.getMessage()
             if record.exc_info and not record.exc_text:
                 record.exc_text = logging.Formatter().formatException(record.exc_info)
-            record.msg, record.args = scrub(message), None
+            record.msg, record.args = terminal_safe(scrub(message), styles=False), None
             if record.exc_text:
-                record.exc_text = scrub(record.exc_text)
+                record.exc_text = terminal_safe(scrub(record.exc_text), styles=False)
             return True
 
     return ScrubbingFilter()

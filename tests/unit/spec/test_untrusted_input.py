@@ -159,3 +159,21 @@ def test_a_tls_location_below_the_config_folder_is_fine(tmp_path: Path) -> None:
     assert kafka_client_config(cluster, base_dir=tmp_path, environ={})["ssl.ca.location"] == str(
         tmp_path / "tls/ca.pem"
     )
+
+
+def test_the_jobs_log_filter_escapes_control_characters_in_names() -> None:
+    import io
+    import logging
+
+    from reconciler.spec.redaction import scrubbing_log_filter
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(scrubbing_log_filter())
+    logger = logging.getLogger("kmirror.test.untrusted")
+    logger.addHandler(handler)
+    try:
+        logger.warning("group %s has no offsets", "evil\x1b]0;pwned\x07\x1b[2K")
+    finally:
+        logger.removeHandler(handler)
+    assert out.getvalue() == "group evil\\x1b]0;pwned\\x07\\x1b[2K has no offsets\n"
