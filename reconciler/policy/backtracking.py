@@ -108,14 +108,12 @@ def catastrophic_backtracking(pattern: str) -> list[tuple[str, str]]:
                 "put the characters in one class instead, e.g. (a|[a-c]) -> [a-c]",
             )
         ]
-    automaton = _Automaton()
     try:
-        root = _build(automaton, list(tree), bool(tree.state.flags & re.IGNORECASE))
+        automaton = position_automaton(tree)
     except _Refused as refused:
         return [(refused.message, refused.hint)]
     except RecursionError:
         return [("is nested too deeply to check", "simplify the regex")]
-    automaton.connect({0: 1}, root.first)
     steps, length, degree = worst_case_steps(automaton)
     if steps <= STEP_BUDGET:
         return []
@@ -133,10 +131,21 @@ def catastrophic_backtracking(pattern: str) -> list[tuple[str, str]]:
     ]
 
 
-def worst_case_steps(automaton: _Automaton) -> tuple[int, int, int | None]:
+def position_automaton(tree: Any) -> _Automaton:
+    """The position automaton, with multiplicities, of a parsed pattern (`re._parser.parse`); position 0 is the
+    start. Raises `_Refused` for a repeat of a part that can match nothing."""
+    automaton = _Automaton()
+    root = _build(automaton, list(tree), bool(tree.state.flags & re.IGNORECASE))
+    automaton.connect({0: 1}, root.first)
+    return automaton
+
+
+def worst_case_steps(
+    automaton: _Automaton, *, horizon: int = TOPIC_NAME_MAX, budget: int = STEP_BUDGET
+) -> tuple[int, int, int | None]:
     """(steps, length, degree): an upper bound on the steps a failing backtracking match takes on the worst topic
-    name of up to `TOPIC_NAME_MAX` characters (or the first length at which it passes `STEP_BUDGET`), and the
-    polynomial degree of its growth (None when it looks exponential)."""
+    name of up to `horizon` characters (or the first length at which it passes `budget`), and the polynomial
+    degree of its growth (None when it looks exponential)."""
     classes = _classes(automaton.masks)
     out = [1 + sum(targets.values()) for targets in automaton.follow]
     moves = [
@@ -147,23 +156,23 @@ def worst_case_steps(automaton: _Automaton) -> tuple[int, int, int | None]:
     total = 0
     costs: list[int] = []
     previous: frozenset[tuple[tuple[int, int], ...]] | None = None
-    for length in range(TOPIC_NAME_MAX + 1):
+    for length in range(horizon + 1):
         cost = max(sum(ways * out[p] for p, ways in vector.items()) for vector in vectors) if vectors else 0
         costs.append(cost)
         total += cost
-        if total > STEP_BUDGET:
+        if total > budget:
             return total, length, _degree(costs)
         if not vectors:
             break
         signature = frozenset(tuple(sorted(v.items())) for v in vectors)
         if signature == previous:  # the same worst cases from here on: each later length costs the same
-            total += cost * (TOPIC_NAME_MAX - length)
-            if total > STEP_BUDGET:
-                return total, TOPIC_NAME_MAX, 1
+            total += cost * (horizon - length)
+            if total > budget:
+                return total, horizon, 1
             break
         previous = signature
         vectors = _step(vectors, moves)
-    return total, TOPIC_NAME_MAX, None if total > STEP_BUDGET else 0
+    return total, horizon, None if total > budget else 0
 
 
 def _degree(costs: list[int]) -> int | None:
