@@ -121,9 +121,12 @@ def apply(
     key = plan_key()
     desired = load(path).state
     saved = read_plan(planfile) if planfile else None
-    if saved is not None and saved.seal == "none" and key is None:
+    if saved is not None and key is None:
         click.echo(
             f"Note: {planfile} is not sealed (KMIRROR_PLAN_KEY was not set when it was made, nor is it now); apply "
+            "checks it against a fresh plan of the clusters instead."
+            if saved.seal == "none"
+            else f"Note: {planfile} is sealed, but KMIRROR_PLAN_KEY is not set here, so its seal is not checked; apply "
             "checks it against a fresh plan of the clusters instead."
         )
     color = _color(ctx)

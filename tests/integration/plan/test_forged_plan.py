@@ -56,3 +56,20 @@ def test_a_forged_plan_is_refused_and_the_plan_as_made_applies(
     assert applied.returncode == 0, applied.stderr
     assert ("not sealed" in applied.stdout) is not sealed
     assert describe(target, world.remote(name)) == (2, {"retention.ms": "3600000"})
+
+
+def test_a_sealed_plan_applied_without_the_key_says_its_seal_was_not_checked(
+    tmp_path: Path, source: KafkaCluster, target: KafkaCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = new_world(tmp_path, source, target)
+    name = f"{world.prefix}orders"
+    create_topics(source, (name, 1, {}))
+    spec = world.spec()
+    plan_file = tmp_path / "plan.json"
+    monkeypatch.setenv("KMIRROR_PLAN_KEY", KEY)
+    world.kmirror("plan", "-f", str(spec), "--out", str(plan_file), check=True)
+    monkeypatch.delenv("KMIRROR_PLAN_KEY")
+    applied = world.kmirror("apply", "-f", str(spec), str(plan_file))
+    assert applied.returncode == 0, applied.stderr
+    assert "its seal is not checked" in applied.stdout
+    assert topic_exists(target, world.remote(name))
