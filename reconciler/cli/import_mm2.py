@@ -16,8 +16,10 @@ import click
 
 from reconciler.errors import ConfigError
 from reconciler.importers.mm2_config import MM2ImportError, import_files
+from reconciler.spec.files import FileTooLarge, read_capped
 from reconciler.spec.issues import SpecError, format_field_path
 from reconciler.spec.loader import load_text
+from reconciler.spec.yaml_source import MAX_DOCUMENT_BYTES
 
 
 @click.group("import")
@@ -46,7 +48,11 @@ def mm2(files: tuple[str, ...], output: str | None, force: bool) -> None:
     texts = {}
     for name in files:
         try:
-            texts[name] = Path(name).read_text(encoding="utf-8")
+            texts[name] = read_capped(name, MAX_DOCUMENT_BYTES).decode("utf-8")
+        except FileTooLarge:
+            raise ConfigError(
+                f"{name}: larger than {MAX_DOCUMENT_BYTES // 1024 // 1024} MiB, which no MM2 configuration is"
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{name}: cannot read it ({exc})") from None
     try:

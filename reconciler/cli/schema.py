@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from reconciler.errors import KmirrorError
+from reconciler.spec.files import FileTooLarge, read_capped
 from reconciler.spec.reference import REFERENCE_PATH, reference_markdown
 from reconciler.spec.schema import SCHEMA_PATH, schema_text
 
@@ -46,7 +47,9 @@ def schema(output: str | None, markdown: bool, check: bool) -> None:
         path = Path(output or (REFERENCE_PATH if markdown else SCHEMA_PATH))
         command = f"kmirror schema{' --markdown' if markdown else ''} -o {path}"
         try:
-            current = path.read_text(encoding="utf-8")
+            current = read_capped(path, len(text.encode("utf-8")) + 1).decode("utf-8", errors="replace")
+        except FileTooLarge:
+            current = ""  # longer than the fresh text by more than a byte: stale, whatever it holds
         except OSError:
             raise KmirrorError(f"{path} does not exist (run '{command}' and commit the file)") from None
         if current != text:

@@ -45,10 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.spec.files import FileTooLarge, read_capped
 from reconciler.spec.issues import SecretResolutionError
 from reconciler.spec.models import ClusterSpec
 from reconciler.spec.redaction import remember
-from reconciler.spec.secrets import SecretRef, outside_allowed_roots, resolve_properties
+from reconciler.spec.secrets import MAX_SECRET_FILE_BYTES, SecretRef, outside_allowed_roots, resolve_properties
 
 Resolved = dict[str, str | int | float | bool]
 
@@ -356,9 +357,10 @@ def _locations_absolute(
 
 def _read_pem(path: str, alias: str, key: str) -> str:
     try:
-        text = Path(path).read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        text = read_capped(path, MAX_SECRET_FILE_BYTES).decode("ascii")
+    except (OSError, UnicodeDecodeError, FileTooLarge) as exc:
+        reason = getattr(exc, "strerror", None) or ("larger than 1 MiB" if isinstance(exc, FileTooLarge) else "")
+        reason = reason or type(exc).__name__
         raise SecretResolutionError(
             f"clusters.{alias}.client.{key}: cannot read {path}: {reason} (the Spark job reads it too: check the "
             "path and that the file is PEM text)"

@@ -88,3 +88,17 @@ def test_a_reader_that_stops_early_ends_kmirror_quietly(tmp_path: Path, args: li
     code = process.wait(timeout=60)
     assert "bug in kmirror" not in stderr and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
     assert code == SIGPIPE_EXIT_CODE
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["import", "mm2", "/dev/zero"], "larger than 4 MiB"),
+        (["schema", "--check", "-o", "/dev/zero"], "is stale"),
+    ],
+)
+def test_other_files_kmirror_reads_are_read_up_to_a_limit(args: list[str], says: str) -> None:
+    started = time.monotonic()
+    result = CliRunner().invoke(main, args)
+    assert time.monotonic() - started < 1.0
+    assert result.exit_code == 1 and says in result.output and "bug in kmirror" not in result.output

@@ -177,3 +177,14 @@ def test_the_jobs_log_filter_escapes_control_characters_in_names() -> None:
     finally:
         logger.removeHandler(handler)
     assert out.getvalue() == "group evil\\x1b]0;pwned\\x07\\x1b[2K has no offsets\n"
+
+
+def test_a_pem_file_the_job_reads_inline_is_read_up_to_a_limit(tmp_path: Path) -> None:
+    (tmp_path / "client.pem").write_text("-----BEGIN CERTIFICATE-----\n" + "A" * (1024 * 1024) + "\n")
+    (tmp_path / "client.key").write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    cluster = ClusterSpec(
+        bootstrap_servers="k:9093",
+        client={"ssl.certificate.location": "client.pem", "ssl.key.location": "client.key"},
+    )
+    with pytest.raises(SecretResolutionError, match=r"cannot read .*client\.pem: larger than 1 MiB"):
+        java_client_properties(cluster, base_dir=tmp_path, environ={})
