@@ -441,6 +441,8 @@ class Walker:
         # so a clean copy compares by equality alone.
         self._pending: deque[Record] = deque(maxlen=history)
         self._resynced = False  # a pair matched since the walk started (a gap before it is a truncated start)
+        self._skip_source: Counter[bytes] = Counter()  # moved records counted already, passed over when reached
+        self._skip_target: Counter[bytes] = Counter()
 
     def _fp(self, r: Record) -> bytes:
         return _fingerprint(r, self.timestamps)
@@ -523,22 +525,57 @@ class Walker:
             # No agreement within the window: take it place for place, as far as both sides go.
             ns = nt = min(len(sl), len(tl))
             at_end = False
-        self._classify(sl[:ns], tl[:nt], at_end=at_end)
+        self._classify(
+            sl[:ns],
+            tl[:nt],
+            at_end=at_end,
+            later_s=list(zip(fs[ns:], sl[ns:], strict=True)),
+            later_t=list(zip(ft[nt:], tl[nt:], strict=True)),
+            gap_fps=(fs[:ns], ft[:nt]),
+        )
         for _ in range(ns):
             src.buf.popleft()
         for _ in range(nt):
             tgt.buf.popleft()
 
-    def _classify(self, sg: Sequence[Record], tg: Sequence[Record], *, at_end: bool) -> None:
-        """Classify a gap: source records `sg` and target records `tg` between two places where both agree."""
-        fs, ft = [self._fp(x) for x in sg], [self._fp(x) for x in tg]
+    def _classify(
+        self,
+        sg: Sequence[Record],
+        tg: Sequence[Record],
+        *,
+        at_end: bool,
+        later_s: Sequence[tuple[bytes, Record]] = (),
+        later_t: Sequence[tuple[bytes, Record]] = (),
+        gap_fps: tuple[Sequence[bytes], Sequence[bytes]] | None = None,
+    ) -> None:
+        """Classify a gap: source records `sg` and target records `tg` between two places where both agree.
+
+        `later_s`/`later_t`: digests of the records after the gap in the window, where a record of the gap may have
+        moved to (reordered, counted now; its other occurrence is passed over when the walk reaches it).
+        """
+        if gap_fps is None:
+            gap_fps = ([self._fp(x) for x in sg], [self._fp(x) for x in tg])
+        fs, ft = list(gap_fps[0]), list(gap_fps[1])
+        leading = self.walk.lead is not None and not self._resynced
         s_done: set[int] = set()
         t_done: set[int] = set()
-        for i in range(min(len(sg), len(tg))):  # place for place equal (a gap taken without a resync point)
-            if fs[i] == ft[i]:
+        for i, f in enumerate(fs):  # source records already counted as moved earlier on the target
+            if self._skip_source[f] > 0:
+                self._skip_source[f] -= 1
                 s_done.add(i)
-                t_done.add(i)
-                self._matched(sg[i])
+        for j, f in enumerate(ft):  # copies already counted as moved later on the target
+            if self._skip_target[f] > 0:
+                self._skip_target[f] -= 1
+                t_done.add(j)
+        fs = [f if i not in s_done else b"" for i, f in enumerate(fs)]
+        ft = [f if j not in t_done else b"\x00" for j, f in enumerate(ft)]
+        # Records in order on both sides, however short the run (a lone record between compacted ones).
+        for a, b, size in SequenceMatcher(None, fs, ft, autojunk=False).get_matching_blocks():
+            for k in range(size):
+                s_done.add(a + k)
+                t_done.add(b + k)
+                self._matched(sg[a + k])
+        first_match = min(s_done, default=len(sg))
         where: dict[bytes, list[int]] = {}
         for j, f in enumerate(ft):
             if j not in t_done:
@@ -562,25 +599,48 @@ class Walker:
             if original is not None:
                 t_done.add(j)
                 self.tally.add_duplicated(original if self._counted(original) else None, t.offset)
-        rest_s = [s for i, s in enumerate(sg) if i not in s_done]
+        # A record of the gap found later in the other side's window: moved (reordered), not missing/unexpected.
+        later_targets: dict[bytes, deque[Record]] = {}
+        for f, t in later_t:
+            later_targets.setdefault(f, deque()).append(t)
+        for i, s in enumerate(sg):
+            if i not in s_done and later_targets.get(fs[i]):
+                t = later_targets[fs[i]].popleft()
+                self._skip_target[fs[i]] += 1
+                s_done.add(i)
+                self._remember(s)
+                if self._counted(s.offset):
+                    self.tally.add_reordered(s.offset, t.offset)
+        later_sources: dict[bytes, deque[Record]] = {}
+        for f, r in later_s:
+            later_sources.setdefault(f, deque()).append(r)
+        for j, t in enumerate(tg):
+            if j not in t_done and later_sources.get(ft[j]):
+                r = later_sources[ft[j]].popleft()
+                self._skip_source[ft[j]] += 1
+                t_done.add(j)
+                if self._counted(r.offset):
+                    self.tally.add_reordered(r.offset, t.offset)
+        rest_s = [(i, s) for i, s in enumerate(sg) if i not in s_done]
         rest_t = [t for j, t in enumerate(tg) if j not in t_done]
-        for s, t in zip(rest_s, rest_t, strict=False):
+        for (_, s), t in zip(rest_s, rest_t, strict=False):
             name = differing_field(s, t, timestamps=self.timestamps) or "value"
             self._remember(s)
             if self._counted(s.offset):
                 self.tally.add_different(s, t, name)
-        for s in rest_s[len(rest_t) :]:
-            self._gone_from_target(s, at_end=at_end)
+        for i, s in rest_s[len(rest_t) :]:
+            self._gone_from_target(s, at_end=at_end, leading=leading and i < first_match)
         for t in rest_t[len(rest_s) :]:
             if self.source_compacted:
                 self.tally.add_unverifiable(COMPACTED_SOURCE)
             else:
                 self.tally.add_unexpected(t.offset)
 
-    def _gone_from_target(self, s: Record, *, at_end: bool) -> None:
+    def _gone_from_target(self, s: Record, *, at_end: bool, leading: bool) -> None:
+        """A source record with no copy: `leading`, before the first record found on the target of a lead walk."""
         if not self._counted(s.offset):
             return
-        if self.walk.lead is not None and not self._resynced:
+        if leading and self.walk.lead is not None:
             if self.walk.lead == "missing":
                 self.tally.add_missing(s.offset, self.walk.lead_reason)
             else:
@@ -598,7 +658,11 @@ class Walker:
             src.fill(1)
             if not src.buf:
                 return
-            self._gone_from_target(src.buf.popleft(), at_end=True)
+            s = src.buf.popleft()
+            if self._skip_source and self._skip_source[self._fp(s)] > 0:  # its copy was counted as moved
+                self._skip_source[self._fp(s)] -= 1
+                continue
+            self._gone_from_target(s, at_end=True, leading=not self._resynced)
 
     def _target_tail(self, tgt: _Side) -> None:
         """The source's range is read to its end: target records left are copies of later source records (not
@@ -608,7 +672,11 @@ class Walker:
             if not tgt.buf:
                 return
             t = tgt.buf.popleft()
-            original = self._digested().get(self._fp(t))
+            f = self._fp(t)
+            if self._skip_target[f] > 0:  # a moved copy, counted as reordered already
+                self._skip_target[f] -= 1
+                continue
+            original = self._digested().get(f)
             if original is None:
                 return
             self.tally.add_duplicated(original if self._counted(original) else None, t.offset)
