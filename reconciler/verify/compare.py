@@ -478,7 +478,11 @@ class Walker:
         if self._counted(s.offset):
             self.tally.match()
 
-    def run(self, source: Iterable[Record], target: Iterable[Record]) -> PartitionTally:
+    def run(
+        self, source: Iterable[Record], target: Iterable[Record], later: Iterable[Record] | None = None
+    ) -> PartitionTally:
+        """Walk both sides. `later`: the source records after `walk.source_end` (read only if the target holds
+        records after the copies of the range), to tell the copies of later records from records that are none."""
         src, tgt = _Side(source), _Side(target)
         tgt.fill(1)
         if tgt.buf:
@@ -487,7 +491,7 @@ class Walker:
             src.fill(1)
             tgt.fill(1)
             if not src.buf:
-                self._target_tail(tgt)
+                self._target_tail(tgt, later)
                 return self.tally
             if not tgt.buf:
                 self._source_tail(src)
@@ -664,9 +668,13 @@ class Walker:
                 continue
             self._gone_from_target(s, at_end=True, leading=not self._resynced)
 
-    def _target_tail(self, tgt: _Side) -> None:
-        """The source's range is read to its end: target records left are copies of later source records (not
-        checked), except copies of records already matched (written twice)."""
+    def _target_tail(self, tgt: _Side, later: Iterable[Record] | None) -> None:
+        """The source's range is read to its end; the target's records left are classified up to the first that is
+        the copy of the next source record after the range (`later`: those records, read on demand; the rest are
+        copies of later records, not checked): a copy of a record already matched is duplicated, any other record
+        is unexpected. Without `later` the first record that is not a duplicate ends the tail (not checked)."""
+        following = None if later is None else iter(later)
+        nxt: Record | None = None
         for _ in range(self.window):
             tgt.fill(1)
             if not tgt.buf:
@@ -677,6 +685,16 @@ class Walker:
                 self._skip_target[f] -= 1
                 continue
             original = self._digested().get(f)
-            if original is None:
+            if original is not None:
+                self.tally.add_duplicated(original if self._counted(original) else None, t.offset)
+                continue
+            if following is None:
                 return
-            self.tally.add_duplicated(original if self._counted(original) else None, t.offset)
+            if nxt is None:
+                nxt = next(following, None)
+            if nxt is not None and self._same(nxt, t):
+                return
+            if self.source_compacted:
+                self.tally.add_unverifiable(COMPACTED_SOURCE)
+            else:
+                self.tally.add_unexpected(t.offset)

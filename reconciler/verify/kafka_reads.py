@@ -66,10 +66,10 @@ def reader(config: Mapping[str, Any], *, timeout: float) -> RangeReader:
 
 
 def _chunks(
-    source: RangeReader, topic: str, partition: int, start: int, end: int, limiter: RateLimiter
+    source: RangeReader, topic: str, partition: int, start: int, end: int, limiter: RateLimiter, most: int | None
 ) -> Iterator[list[Record]]:
     position = start
-    size = limiter.chunk(CHUNK)
+    size = limiter.chunk(CHUNK if most is None else max(1, min(CHUNK, most)))
     while position < end:
         limiter.acquire(size)
         (read,) = source.read([Range(topic, partition, position, size, end - 1)])
@@ -84,9 +84,17 @@ def _chunks(
 
 
 def records(
-    source: RangeReader, topic: str, partition: int, start: int, end: int, limiter: RateLimiter
+    source: RangeReader,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    limiter: RateLimiter,
+    *,
+    most: int | None = None,
 ) -> Generator[Record, None, None]:
-    """The committed records of `topic`/`partition` with start <= offset < end, in order.
+    """The committed records of `topic`/`partition` with start <= offset < end, in order (read in chunks of at
+    most `most` records when given: for a few records).
 
     Chunks are read a chunk ahead on a thread of their own (librdkafka and the network work while the caller
     compares); closing the iterator stops that thread before it returns, so the reader is free again.
@@ -105,7 +113,7 @@ def records(
 
     def work() -> None:
         try:
-            for chunk in _chunks(source, topic, partition, start, end, limiter):
+            for chunk in _chunks(source, topic, partition, start, end, limiter, most):
                 if not put(chunk):
                     return
             put(None)

@@ -34,6 +34,9 @@ __all__ = ["Selection", "VerifyError", "verify"]
 
 Say = Callable[[str], None]
 
+LATER = 2**62
+"""End of the read of the source records after a range: the partition's end when verify gets there."""
+
 
 class VerifyError(KmirrorError):
     """The verify cannot start (no such flow, no topic matches, bad options)."""
@@ -164,11 +167,15 @@ def verify(
                         target_compacted=r in compacted_dst,
                     )
                     # Closed when the walk ends, read to its end or not: each reader is free for the next walk.
+                    # `later`: the source after the walk, for target records after the copies of its range (read
+                    # only then, after `ours` is done with the source reader).
+                    later_end = src_end[tp] if w.source_end < src_end[tp] else LATER
                     with (
                         closing(records(src_reader, t, p, w.source_start, w.source_end, src_limit)) as ours,
                         closing(records(dst_reader, r, p, w.target_start, w.target_end, dst_limit)) as theirs,
+                        closing(records(src_reader, t, p, w.source_end, later_end, src_limit, most=100)) as later,
                     ):
-                        walker.run(ours, theirs)
+                        walker.run(ours, theirs, later)
             except ReadError as exc:
                 tally.error = str(exc)
             report.partitions.append((tally, PartitionRange(plan.range_start, plan.range_end, dst_end[(r, p)])))

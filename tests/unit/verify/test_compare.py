@@ -79,7 +79,9 @@ def walk(
     )
     tally = PartitionTally("orders", 0, "orders")
     last = src[-1].offset if src else -1
-    return Walker(tally, w, proven_up_to=last if proven is None else proven, **options).run(src, tgt)  # type: ignore[arg-type]
+    later: Sequence[Record] | None = options.pop("later", ())  # type: ignore[assignment]
+    walker = Walker(tally, w, proven_up_to=last if proven is None else proven, **options)  # type: ignore[arg-type]
+    return walker.run(src, tgt, later)
 
 
 def bad(t: PartitionTally) -> dict[str, int]:
@@ -164,11 +166,18 @@ def test_a_copy_of_the_last_record_after_the_range_is_duplicated() -> None:
     assert bad(t) == {"duplicated": 1} and t.first_bad_source_offsets == [9]
 
 
-def test_target_records_after_the_range_that_are_not_copies_are_not_checked() -> None:
+def test_target_records_after_the_range_are_copies_of_later_records_or_unexpected() -> None:
     src = source(10)
-    later = [rec(10, 10), rec(11, 11)]  # copied after the source end was read
-    t = walk(src, copy(src + later))
+    later = [rec(10, 10), rec(11, 11)]  # copied after the source end was read: not checked
+    t = walk(src, copy(src + later), later=later)
     assert t.ok and t.checked == 10
+    stranger = Record(0, b"x", b"y", (), 1)
+    t = walk(src, copy([*src, stranger, *later]), later=later)
+    assert bad(t) == {"unexpected": 1} and t.first_bad_target_offsets == [10]
+    t = walk(src, copy([*src, stranger]), later=[])  # nothing after the range on the source
+    assert bad(t) == {"unexpected": 1}
+    t = walk(src, copy([*src, stranger]), later=None)  # unknown: the tail is not checked
+    assert t.ok
 
 
 def test_swapped_records_are_reordered() -> None:
@@ -304,8 +313,6 @@ def test_one_fault_anywhere_is_reported_exactly_there(
         d = min(distance, k)
         copies.insert(k - d, copies.pop(k))
     else:
-        if k == n - 1:  # after the range a stranger may be the copy of a later record
-            k = n - 2
         copies.insert(k + 1, Record(0, b"stranger", b"s", (), 1))
     tgt = [at(r, 3 * i) for i, r in enumerate(copies)]  # target offsets with gaps of their own
     t = walk(src, tgt)
