@@ -7,6 +7,7 @@ made by hand and must be reported at exactly its source offset.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 
@@ -121,6 +122,8 @@ def test_digests_are_stable_short_and_never_the_content() -> None:
     assert digest(None) != digest(b"")
     assert len(digest(b"x" * 10_000)) == 16
     assert "secret" not in digest(b"secret-value")
+    # keyed per run: not the plain hash a table of likely values (true/false, country codes) would look up
+    assert digest(b"true") != hashlib.sha256(b"\x01" + (4).to_bytes(8, "big") + b"true").hexdigest()[:16]
 
 
 # -- the walk ---------------------------------------------------------------------------------------------------
