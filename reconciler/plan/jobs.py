@@ -5,6 +5,8 @@ holds the effective flow spec last deployed. A digest change is a redeploy (`rep
 start from the positions reached) whose reason names the fields that changed. A job that is not running is
 restarted (`update`). A flow that is gone or disabled has its job stopped (`delete`) when `prune.jobs` allows.
 `replication.delivery` changing is a redeploy whose reason says what the job does from then on (`delivery_change`).
+A new flow whose `replication.start_from` is a time says where it starts; `start_from` changing on a flow that
+ran is a redeploy (it is part of the spec) that moves nothing, and its reason says so (`start_from_change`).
 `after.operation` says which of deploy/redeploy/restart/stop the executor runs. Pure: values in, values out.
 
 The job status comes from the runner's own API (the Spark master, or the process on this host), keyed by what
@@ -29,6 +31,7 @@ from reconciler.plan.topics import TopicPlan, replicated_topics
 from reconciler.policy.filters import eos_group
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.spec.placement import Placement, choose_placement
+from reconciler.spec.start import describe_start, is_time
 
 
 def placement_of(desired: DesiredState, flow: FlowSpec, live: LiveState | None) -> Placement | None:
@@ -129,13 +132,16 @@ def plan_jobs(
                 )
             )
         elif known_digest is None:
-            out.changes.append(change(Action.CREATE, "deploy", f"new flow {flow.source} -> {flow.target}"))
+            starts = f"; {describe_start(flow.replication.start_from)}" if is_time(flow.replication.start_from) else ""
+            out.changes.append(change(Action.CREATE, "deploy", f"new flow {flow.source} -> {flow.target}{starts}"))
         elif known_digest != digest:
             fields = changed_fields((last or {}).get("spec"), spec)
             state = "running" if running_digest else "not running"
             reason = f"spec changed ({fields}); job {state}, restarts where it stopped"
             switch = delivery_change((last or {}).get("spec"), flow.replication.delivery)
-            out.changes.append(change(Action.REPLACE, "redeploy", reason + (f"; {switch}" if switch else "")))
+            moved_start = start_from_change((last or {}).get("spec"), flow.replication.start_from)
+            reason += "".join(f"; {said}" for said in (switch, moved_start) if said)
+            out.changes.append(change(Action.REPLACE, "redeploy", reason))
         elif info is not None and info.mode_fallback and placement is not None and placement.mode == "realtime":
             out.changes.append(
                 change(
@@ -228,6 +234,21 @@ def delivery_change(before_spec: Any, delivery: str) -> str | None:
         f"delivery {old} -> {delivery}: the job stops its transactions and restarts from its checkpoint; from then "
         "on records are written without transactions (a crash may copy records again); its kmirror-eos.* group "
         "on the target is no longer updated"
+    )
+
+
+def start_from_change(before_spec: Any, start_from: str) -> str | None:
+    """What a change of `replication.start_from` does to a flow that ran: nothing (it applies at a first start
+    only, and the job goes on from its checkpoint), for the redeploy row; None if unchanged."""
+    if not isinstance(before_spec, dict):
+        return None
+    replication = (before_spec.get("flow") or {}).get("replication") or {}
+    old = replication.get("start_from", "earliest")
+    if old == start_from:
+        return None
+    return (
+        f"start_from {old} -> {start_from} moves nothing: it applies at a flow's first start only, and the job goes "
+        "on from its checkpoint (to copy from the new start, remove the flow, apply, and add it back)"
     )
 
 

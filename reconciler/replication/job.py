@@ -81,6 +81,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import JobReport
-from reconciler.replication import exactly_once
+from reconciler.replication import exactly_once, start_offsets
 from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
 from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
 from reconciler.replication.metrics import ReplicationMetrics, progress_positions, serve
@@ -109,6 +110,7 @@ from reconciler.spec.placement import (
 from reconciler.spec.redaction import ScrubbingStream, scrub, scrubbing_log_filter
 from reconciler.spec.redaction import learn as learn_secrets
 from reconciler.spec.secrets import SecretRef
+from reconciler.spec.start import is_duration, is_time, start_time_ms
 
 log = logging.getLogger("kmirror.job")
 
@@ -210,13 +212,21 @@ def source_options(
             "includeHeaders": "true",
             "kafka.isolation.level": "read_committed",
             "kafka.metadata.max.age.ms": METADATA_MAX_AGE_MS,
-            "startingOffsets": starting_offsets or flow.replication.start_from,
+            # A `start_from` time is resolved to per-partition offsets (`starting_offsets`) before a first start;
+            # with a checkpoint Spark ignores this option, but still parses it.
+            "startingOffsets": starting_offsets or _spark_start(flow.replication.start_from),
             # A replicator must not wedge on records that aged out or on a topic leaving the filter; the gap
             # shows up as an offset-sync at once (MM2 behaves the same).
             "failOnDataLoss": "false",
         }
     )
     return options
+
+
+def _spark_start(start_from: str) -> str:
+    """`start_from` as Spark's `startingOffsets` takes it: earliest or latest (a time only ever reaches Spark looked
+    up, as offsets; unresolved, it stands for the earliest offsets Spark starts later partitions at)."""
+    return "earliest" if is_time(start_from) else start_from
 
 
 def sink_options(
@@ -288,18 +298,31 @@ class StopRequested(Exception):
 
 
 def resume_offsets(
-    partitions: Mapping[str, int], newest_syncs: Mapping[tuple[str, int], int], start_from: str
+    partitions: Mapping[str, int],
+    newest_syncs: Mapping[tuple[str, int], int],
+    start_from: str,
+    at_start: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, dict[str, int]]:
     """Spark `startingOffsets` for a flow whose checkpoint is gone: after the newest offset-sync per partition.
 
     A sync (upstream U, downstream D) proves source offset U reached the target, and every record before it (a
     partition is copied in order), so reading on from U + 1 skips nothing and copies again at most what was
     copied after the newest sync (fewer than `offset_lag_max` records). A partition with no sync had no record
-    copied: it starts from `start_from` (-2 earliest, -1 latest, Spark's codes). Spark wants every partition.
+    copied: it starts from `start_from` (-2 earliest, -1 latest, Spark's codes). A `start_from` time: where
+    `at_start` (its `startingOffsets`, looked up for a timestamp) puts the partition, else earliest (a duration
+    counts from the job's first start, which a lost checkpoint forgot: copying more is safer than skipping).
+    Spark wants every partition.
     """
-    code = -2 if start_from == "earliest" else -1
+    code = -1 if start_from == "latest" else -2
     return {
-        topic: {str(p): newest_syncs.get((topic, p), code - 1) + 1 for p in range(count)}
+        topic: {
+            str(p): (
+                newest_syncs[(topic, p)] + 1
+                if (topic, p) in newest_syncs
+                else (at_start or {}).get(topic, {}).get(str(p), code)
+            )
+            for p in range(count)
+        }
         for topic, count in sorted(partitions.items())
     }
 
@@ -312,6 +335,8 @@ class ReplicationJob:
         self.resume_from_syncs = resume_from_syncs
         self._warned: set[str] = set()
         self._starting_offsets: str | None = None
+        #: When this process first chose where to start: a `start_from` duration counts back from it.
+        self._first_start: datetime | None = None
         self.status = StatusFile(status_path, flow=spec.flow_name, digest=spec.digest)
         self._stopping = threading.Event()
         self._progress_lock = threading.Lock()
@@ -492,6 +517,7 @@ class ReplicationJob:
             self.status.update(resumed_from="checkpoint")
             return
         if not self.resume_from_syncs:
+            self._starting_offsets = self._start_at_time(self.topics.source_partitions())
             self.status.update(resumed_from="start_from")
             return
         cluster, topic = self._syncs
@@ -503,7 +529,10 @@ class ReplicationJob:
                 syncs = history.syncs_for(tp)
                 if syncs:
                     newest[(tp.topic, tp.partition)] = max(s.upstream_offset for s in syncs)
-        offsets = resume_offsets(partitions, newest, self.flow.replication.start_from)
+        start_from = self.flow.replication.start_from
+        unsynced = {t: n for t, n in partitions.items() if any((t, p) not in newest for p in range(n))}
+        at_start = self._start_at_time(unsynced) if is_time(start_from) and not is_duration(start_from) else None
+        offsets = resume_offsets(partitions, newest, start_from, json.loads(at_start) if at_start else None)
         self._starting_offsets = json.dumps(offsets)
         log.warning(
             "flow %s: checkpoint %s has no offsets although the flow ran before; resuming from the offset-syncs "
@@ -514,6 +543,30 @@ class ReplicationJob:
             sum(len(ps) for ps in offsets.values()),
         )
         self.status.update(resumed_from="offset-syncs")
+
+    def _start_at_time(self, partitions: Mapping[str, int]) -> str | None:
+        """`startingOffsets` JSON for a `start_from` time (None for earliest and latest, which Spark takes as they
+        are): each partition's first record at or after it, looked up on the source. A duration counts back from
+        the first time this job process chose where to start (a query restarted before its first commit looks
+        the same time up again)."""
+        start_from = self.flow.replication.start_from
+        if self._first_start is None:
+            self._first_start = datetime.now(UTC)
+        time_ms = start_time_ms(start_from, self._first_start)
+        if time_ms is None:
+            return None
+        at_time, ends = start_offsets.look_up(self._client(self.flow.source), partitions, time_ms)
+        offsets = start_offsets.starting_offsets_at(partitions, at_time, ends)
+        log.info(
+            "flow %s: start_from %s is %s: starting %d of %d partitions at their first record at or after it, the "
+            "rest at their end",
+            self.flow.name,
+            start_from,
+            datetime.fromtimestamp(time_ms / 1000, UTC).isoformat(),
+            sum(1 for tp, offset in at_time.items() if offset >= 0),
+            sum(len(ps) for ps in offsets.values()),
+        )
+        return json.dumps(offsets)
 
     def _has_checkpoint(self, spark: Any) -> bool:
         """Whether the checkpoint holds committed offsets (through Hadoop's filesystem: any URI Spark takes)."""

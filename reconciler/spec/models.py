@@ -34,6 +34,7 @@ from reconciler.spec import defaults
 from reconciler.spec.durations import Duration
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.secrets import ConfigValue
+from reconciler.spec.start import StartFrom
 
 TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
@@ -263,8 +264,13 @@ class SyncSpec(SpecModel):
 class ReplicationSpec(SpecModel):
     """How records are copied."""
 
-    start_from: Literal["earliest", "latest"] = Field(
-        default="earliest", description="Where a new flow starts reading each source partition."
+    start_from: StartFrom = Field(
+        default="earliest",
+        description="Where a new flow starts reading each source partition, at its job's first start only (then "
+        "its checkpoint decides): earliest, latest, an ISO 8601 timestamp with a timezone ('2026-11-01T00:00:00Z': "
+        "the first record at or after it, Kafka's offsets-for-times; a partition with none starts at its end) or "
+        "a duration ('7d': that far back from the job's first start). Partitions and topics that appear later "
+        "start at their earliest offset.",
     )
     producer: ConfigMap = Field(default_factory=dict, description="Producer properties for the target.")
     consumer: ConfigMap = Field(default_factory=dict, description="Consumer properties for the source.")

@@ -121,6 +121,8 @@ def _type(prop: dict[str, Any], placed: dict[str, str]) -> str:
         return link
     if _is_duration(prop):
         return _DURATION_HINT
+    if prop.get("format") == "date-time":
+        return "ISO 8601 timestamp with a timezone"
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"
     if "enum" in prop:
@@ -191,7 +193,9 @@ def _description(prop: dict[str, Any]) -> str:
 
 
 def _is_duration(prop: dict[str, Any]) -> bool:
-    options = prop.get("anyOf", [])
+    options = prop.get("anyOf", [prop])
+    if any("enum" in o or "format" in o for o in options):  # a duration among other forms (start_from): each named
+        return False
     return any(o.get("type") == "string" and "ms|s|m|h|d" in o.get("pattern", "") for o in options)
 
 

@@ -206,3 +206,30 @@ def test_a_removed_flows_exactly_once_group_is_forgotten_with_its_checkpoint(
     change = by_address(plan(ds, lv, owned("src.orders", extra=(record,)), running(gone, "f")))["job/f"]
     assert (change.before or {})["eos_group"] == {"cluster": "dst", "group": group, "exactly_once": said}
     assert (f"its exactly-once group {group} on dst" in change.reason) is said
+
+
+def test_a_new_flow_starting_at_a_time_says_where_it_starts() -> None:
+    at = by_address(
+        plan(
+            desired(FLOW + "\nreplication: {start_from: '2026-11-01T00:00:00Z'}"),
+            live(src=[topic("orders")]),
+            jobs=JobStatus(),
+        )
+    )
+    assert "starts at 2026-11-01T00:00:00Z: the first record at or after it in each partition" in at["job/f"].reason
+    back = by_address(
+        plan(desired(FLOW + "\nreplication: {start_from: 7d}"), live(src=[topic("orders")]), jobs=JobStatus())
+    )
+    assert "starts 7d back from its first start" in back["job/f"].reason
+    plain = by_address(plan(desired(FLOW), live(src=[topic("orders")]), jobs=JobStatus()))
+    assert plain["job/f"].reason.startswith("new flow src -> dst")
+
+
+def test_a_changed_start_redeploys_a_running_flow_and_says_it_moves_nothing() -> None:
+    old = desired(FLOW)
+    new = desired(FLOW + "\nreplication: {start_from: 7d}")
+    lv = live(src=[topic("orders")], dst=[topic("src.orders")])
+    change = by_address(plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f")))["job/f"]
+    assert change.action == Action.REPLACE
+    assert "start_from earliest -> 7d moves nothing" in change.reason
+    assert "the job goes on from its checkpoint" in change.reason

@@ -200,7 +200,7 @@ CASES: list[tuple[str, str, int, str]] = [
         10,
         "expected a whole number, got 'three'",
     ),
-    ("start-from-bad", flow("replication: {start_from: beginning}"), 10, "must be one of 'earliest', 'latest'"),
+    ("start-from-bad", flow("replication: {start_from: beginning}"), 10, "'beginning' is not a place to start"),
     ("offset-lag-negative", flow("offsets: {offset_lag_max: -1}"), 10, "must be at least 0, got -1"),
     ("duration-bad", flow("offsets: {checkpoint_interval: 10 seconds}"), 10, "'10 seconds' is not a duration"),
     ("duration-zero", flow("heartbeats: {interval: 0s}"), 10, "interval must be longer than 0s"),
