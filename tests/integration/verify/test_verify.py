@@ -35,6 +35,7 @@ from reconciler.cutover import readiness
 from reconciler.mm2.wire import OffsetSync
 from reconciler.spec.loader import load
 from reconciler.spec.models import FlowSpec
+from reconciler.verify.compare import sampled
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import (  # noqa: F401 (`flow`: the module's running job)
     Flow,
@@ -331,6 +332,14 @@ def test_records_not_copied_yet_are_unverifiable_and_detailed_exitcode_says_2(ma
     code, doc = run_verify(m.spec, m.name, "--topics", pattern, "--since", "2999-01-01T00:00:00Z")
     assert code == 0 and doc["partitions"][0]["checked"] == 0
 
+    # --sample: the segments between syncs (0, 10, 20, 30, 40, 41) its hash selects, the same on every run.
+    segments = [(0, 10), (10, 20), (20, 30), (30, 40), (40, 41), (41, 42)]  # 42..49: in flight
+    expected = sum(end - start for start, end in segments if sampled(topic, 0, start, 0.5))
+    code, first = run_verify(m.spec, m.name, "--topics", pattern, "--sample", "0.5")
+    code2, second = run_verify(m.spec, m.name, "--topics", pattern, "--sample", "0.5")
+    assert code == code2 == 0 and first["sample"] == 0.5
+    assert first["partitions"][0]["checked"] == second["partitions"][0]["checked"] == expected
+
 
 def test_compaction_on_the_target_is_unverifiable_not_missing(manual: Manual) -> None:
     m = manual
@@ -378,6 +387,13 @@ def test_bad_input_is_a_clear_error_with_exit_1(manual: Manual) -> None:
         check=False,
     )
     assert proc.returncode == 1 and "--since 'yesterday'" in proc.stderr
+    proc = subprocess.run(
+        [*KMIRROR, "verify", "-f", str(manual.spec), "--flow", "manual", "--since", "1h", "--last", "5"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1 and "pass one of them" in proc.stderr
 
 
 def produce_records_one(cluster: KafkaCluster, topic: str, partition: int, n: int) -> None:
