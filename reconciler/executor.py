@@ -2,7 +2,8 @@
 
 Order is by dependency, not by kind (`dependencies`): a job is stopped (or redeployed) before the topics it
 wrote are deleted; remote topics, and the internal topics on the job's clusters, exist before a job that writes
-them starts; ACLs follow their topic; group offsets are written only after the job change of their flow (a stop
+them starts; a flow's quotas (its throttle) are set before its job starts, so a backfill never runs unthrottled;
+ACLs follow their topic; group offsets are written only after the job change of their flow (a stop
 or redeploy ends with the job's final checkpoint) and after the topics they point into. The walk goes in waves:
 every change whose dependencies are done runs in the next wave, batched per cluster and kind; a change whose
 dependency was not applied is skipped, naming it. Each resource's result becomes an outcome (applied / failed /
@@ -70,6 +71,8 @@ class ClusterAdmin(Protocol):
 
     def delete_acls(self, entries: Sequence[AclEntry]) -> list[Outcome]: ...
 
+    def alter_client_quotas(self, alterations: Mapping[str, Mapping[str, float | None]]) -> list[Outcome]: ...
+
     def alter_group_offsets(
         self,
         group: str,
@@ -113,13 +116,15 @@ def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]
     - a topic delete waits for the job change of the flow that wrote the topic (a stop, or a redeploy that no
       longer writes it); when the topic's flow is not known, for every job stop and redeploy;
     - a job start (deploy, redeploy, restart) waits for its flow's remote topics, the internal topics on its
-      source and target clusters, and every job stop (a renamed flow's old job writes the same topics);
+      source and target clusters, its flow's quotas (set or changed), and every job stop (a renamed flow's old job
+      writes the same topics);
     - an ACL waits for its topic;
     - group offsets wait for their flow's job change and the topics they are written for.
     """
     by_address = {c.address: c for c in changes}
     jobs = {c.address.split("/", 1)[1]: c for c in changes if c.kind == Kind.JOB}
     topic_writes = [c for c in changes if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC) and c.action != Action.DELETE]
+    quotas = [c for c in changes if c.kind == Kind.QUOTA and c.action != Action.DELETE]
     deps: dict[str, tuple[str, ...]] = {}
     for c in changes:
         found: list[str] = []
@@ -141,6 +146,7 @@ def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]
                     mine = clusters is None or (t.after or {})["cluster"] in clusters
                 if mine:
                     found.append(t.address)
+            found += [q.address for q in quotas if (q.after or {}).get("flow") == flow]
         elif c.kind == Kind.ACL:
             form = c.after or c.before or {}
             topic = f"topic/{form['cluster']}/{form['topic']}"
@@ -221,13 +227,14 @@ class Executor:
         return self.outcomes
 
     def _wave(self, changes: list[ResourceChange]) -> None:
-        """One wave of independent changes: job stops, topic writes, ACLs, job starts, topic deletes, offsets."""
+        """A wave of independent changes: job stops, topic writes, ACLs, quotas, job starts, topic deletes, offsets."""
         of = defaultdict(list)
         for c in changes:
             of[_step(c)].append(c)
         self._jobs(of["stop"])
         self._topics(of["topic"])
         self._acls(of["acl"])
+        self._quotas(of["quota"])
         self._jobs(of["start"])
         self._topic_deletes(of["delete"])
         self._group_offsets(of["offsets"])
@@ -318,6 +325,28 @@ class Executor:
                 bad = [o for o in per_address[c.address] if not o.ok]
                 self._done(c, bad[0] if bad else Outcome(c.address, True))
             self._flush()
+
+    # -- quotas -----------------------------------------------------------------------------------------------
+    def _quotas(self, changes: list[ResourceChange]) -> None:
+        """Set, change or remove client quotas: one batched call per cluster, one outcome per client id."""
+        per_cluster: dict[str, list[ResourceChange]] = defaultdict(list)
+        for c in changes:
+            form = c.after or c.before
+            if form is None:  # a delete of a quota already gone: only kmirror's record goes
+                self._done(c, Outcome(c.address, True, "already gone"))
+            else:
+                per_cluster[form["cluster"]].append(c)
+        for cluster, items in per_cluster.items():
+            self._check_lease()
+            admin = self.admins[cluster]
+            self._intend([c for c in items if c.action == Action.CREATE])
+            results = self._retry(
+                lambda todo: admin.alter_client_quotas({_client_id(c): _quota_ops(c) for c in todo}),  # noqa: B023
+                items,
+            )
+            for c in items:
+                self._done(c, results[c.address])
+        self._flush()
 
     # -- jobs -------------------------------------------------------------------------------------------------
     def _jobs(self, jobs: list[ResourceChange]) -> None:
@@ -474,6 +503,8 @@ def _step(c: ResourceChange) -> str:
         return "stop" if c.action == Action.DELETE else "start"
     if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC):
         return "delete" if c.action == Action.DELETE else "topic"
+    if c.kind == Kind.QUOTA:
+        return "quota"
     return "acl" if c.kind == Kind.ACL else "offsets"
 
 
@@ -498,6 +529,22 @@ def _delete_topic(admin: ClusterAdmin, name: str, changes: list[ResourceChange])
 
 def _write_group_offsets(admin: ClusterAdmin, changes: list[ResourceChange]) -> list[Outcome]:
     return [write_group_offsets(admin, c.after or {}) for c in changes]
+
+
+def _client_id(c: ResourceChange) -> str:
+    return str((c.after or c.before or {})["client_id"])
+
+
+def _quota_ops(c: ResourceChange) -> dict[str, float | None]:
+    """A quota change's call from before -> after: each rate in `after` set, each rate only in `before` removed."""
+    before, after = _quota_rates(c.before), _quota_rates(c.after)
+    ops: dict[str, float | None] = {name: None for name in before if name not in after}
+    ops.update(after)
+    return ops
+
+
+def _quota_rates(form: Mapping[str, Any] | None) -> dict[str, float | None]:
+    return {k: float(v) for k, v in (form or {}).items() if k.endswith("_rate") and isinstance(v, int | float)}
 
 
 def _entries(form: Mapping[str, Any] | None) -> set[AclEntry]:

@@ -8,6 +8,11 @@ naming it. `round_trips` counts requests, for the plan-scale benchmark.
 
 Bulk reads (topic metadata, describe-configs) pause Python's cyclic garbage collector while the client turns
 the answer into Python objects: see `_gc_paused`.
+
+Client quotas (a flow's throttle) are the exception: confluent-kafka has no KIP-546 call yet, so reading them
+raises `QuotasUnsupportedError` and setting them fails per client id with the command that does it by hand.
+
+Must not: shell out to Kafka's tools, or send one request per resource where the protocol takes many.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import confluent_kafka
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
@@ -407,6 +413,36 @@ class KafkaAdmin:
         futures = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
         return self._outcome(group, futures[group])
 
+    # -- client quotas (KIP-546) -----------------------------------------------------------------------------
+    def describe_client_quotas(self, client_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        """Per client id, the quotas set on it (`consumer_byte_rate`...); ids without any are left out.
+
+        Raises `QuotasUnsupportedError`: the installed confluent-kafka has no DescribeClientQuotas call (see
+        `quota_support_problem`); the planner then plans quotas against what kmirror recorded.
+        """
+        raise QuotasUnsupportedError(f"cluster '{self.cluster}': {quota_support_problem()}")
+
+    def alter_client_quotas(self, alterations: Mapping[str, Mapping[str, float | None]]) -> list[Outcome]:
+        """Per client id, quota name -> bytes per second to set, or None to remove it; one Outcome per client id.
+
+        The installed confluent-kafka has no AlterClientQuotas call, so each one fails (not transient: a retry
+        cannot help), saying how to set it by hand with Kafka's own tool; nothing is sent to the cluster.
+        """
+        problem = quota_support_problem()
+        return [
+            Outcome(client_id, False, f"{problem}. By hand: {self._quota_command(client_id, changes)}")
+            for client_id, changes in alterations.items()
+        ]
+
+    def _quota_command(self, client_id: str, changes: Mapping[str, float | None]) -> str:
+        added = ",".join(f"{k}={int(v)}" for k, v in sorted(changes.items()) if v is not None)
+        removed = ",".join(k for k, v in sorted(changes.items()) if v is None)
+        command = f"kafka-configs.sh --bootstrap-server {self.bootstrap} --alter --entity-type clients"
+        command += f" --entity-name {client_id}"
+        command += f" --add-config {added}" if added else ""
+        command += f" --delete-config {removed}" if removed else ""
+        return command
+
     # -- plumbing ---------------------------------------------------------------------------------------------
     def _wait(self, future: Future[T]) -> T:
         try:
@@ -435,6 +471,21 @@ class KafkaAdmin:
 
     def _unreachable(self, exc: BaseException) -> KmirrorError:
         return unreachable(self.cluster, self.bootstrap, self.timeout, exc)
+
+
+class QuotasUnsupportedError(KmirrorError):
+    """The Kafka client kmirror uses cannot read or set client quotas."""
+
+
+def quota_support_problem() -> str:
+    """Why client quotas cannot be set through this adapter: the installed client has no KIP-546 admin calls."""
+    return (
+        f"kmirror cannot set Kafka client quotas yet: confluent-kafka {confluent_kafka.version()[0]} "
+        f"(librdkafka {confluent_kafka.libversion()[0]}) has no client-quota admin call (KIP-546 "
+        "DescribeClientQuotas/AlterClientQuotas). Set the quota with Kafka's kafka-configs.sh and remove "
+        "replication.throttle from the flow: the job keeps its client ids, and kmirror never removes a quota it did "
+        "not set"
+    )
 
 
 def unreachable(cluster: str, bootstrap: str, timeout: float, exc: BaseException) -> KmirrorError:

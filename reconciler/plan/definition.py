@@ -42,10 +42,12 @@ class Kind(StrEnum):
     ACL = "acl"
     JOB = "job"
     GROUP_OFFSETS = "group_offsets"
+    QUOTA = "quota"
 
 
-#: The order changes are listed and applied in: topics before ACLs, topics before the job, the job before offsets.
-KIND_ORDER = (Kind.INTERNAL_TOPIC, Kind.TOPIC, Kind.ACL, Kind.JOB, Kind.GROUP_OFFSETS)
+#: The order changes are listed and applied in: topics before ACLs, topics before the job, a flow's quotas (its
+#: throttle) before its job starts, the job before offsets.
+KIND_ORDER = (Kind.INTERNAL_TOPIC, Kind.TOPIC, Kind.ACL, Kind.QUOTA, Kind.JOB, Kind.GROUP_OFFSETS)
 
 
 class _Frozen(BaseModel):
@@ -252,3 +254,7 @@ def job_address(flow: str) -> str:
 
 def group_offsets_address(cluster: str, group: str) -> str:
     return f"group_offsets/{cluster}/{group}"
+
+
+def quota_address(cluster: str, client_id: str) -> str:
+    return f"quota/{cluster}/{client_id}"

@@ -45,6 +45,7 @@ KIND_TITLES = {
     "internal_topic": "Internal topics",
     "topic": "Topics",
     "acl": "ACLs",
+    "quota": "Client quotas (throttles)",
     "job": "Replication jobs",
     "group_offsets": "Consumer group offsets",
 }

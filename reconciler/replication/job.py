@@ -90,6 +90,7 @@ from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import JobReport
+from reconciler.policy.client_ids import job_client_id
 from reconciler.replication import exactly_once, start_offsets
 from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
 from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
@@ -199,12 +200,18 @@ def source_options(
     consumer: Mapping[str, str],
     mode: str = "microbatch",
     starting_offsets: str | None = None,
+    client_id: str | None = None,
 ) -> dict[str, str]:
-    """Spark Kafka source options (the cluster's Java client properties are in `source`, secrets resolved)."""
+    """Spark Kafka source options (the cluster's Java client properties are in `source`, secrets resolved).
+
+    `client_id`: the flow's source client id (`policy.client_ids`), which its throttle's quota names; a `client.id`
+    in the flow's own consumer settings wins (the planner names that one then)."""
     options = {f"kafka.{k}": v for k, v in source.items()}
     options.update({f"kafka.{k}": v for k, v in SOURCE_CONSUMER_DEFAULTS.items()})
     mode_defaults = REALTIME_CONSUMER_DEFAULTS if mode == "realtime" else MICROBATCH_CONSUMER_DEFAULTS
     options.update({f"kafka.{k}": v for k, v in mode_defaults.items()})
+    if client_id:
+        options["kafka.client.id"] = client_id
     options.update({f"kafka.{k}": v for k, v in consumer.items()})
     options.update(
         {
@@ -230,11 +237,19 @@ def _spark_start(start_from: str) -> str:
 
 
 def sink_options(
-    target: Mapping[str, str], producer: Mapping[str, str], interceptor: Mapping[str, str]
+    target: Mapping[str, str],
+    producer: Mapping[str, str],
+    interceptor: Mapping[str, str],
+    client_id: str | None = None,
 ) -> dict[str, str]:
-    """Spark Kafka sink options: the target's client properties, producer settings, the interceptor's."""
+    """Spark Kafka sink options: the target's client properties, producer settings, the interceptor's.
+
+    `client_id`: the flow's target client id (`policy.client_ids`), which its throttle's quota names; a `client.id`
+    in the flow's own producer settings wins. The exactly-once producers take it from here too."""
     options = {f"kafka.{k}": v for k, v in target.items()}
     options.update({f"kafka.{k}": v for k, v in SINK_PRODUCER_DEFAULTS.items()})
+    if client_id:
+        options["kafka.client.id"] = client_id
     options.update({f"kafka.{k}": v for k, v in producer.items()})
     options.update({f"kafka.{k}": v for k, v in SINK_PRODUCER_FIXED.items()})
     options.update({f"kafka.{k}": v for k, v in interceptor.items()})
@@ -558,13 +573,13 @@ class ReplicationJob:
         at_time, ends = start_offsets.look_up(self._client(self.flow.source), partitions, time_ms)
         offsets = start_offsets.starting_offsets_at(partitions, at_time, ends)
         log.info(
-            "flow %s: start_from %s is %s: starting %d of %d partitions at their first record at or after it, the "
-            "rest at their end",
+            "flow %s: starting %d of %d partitions at their first record at or after %s (start_from %s), the rest "
+            "at their end",
             self.flow.name,
-            start_from,
-            datetime.fromtimestamp(time_ms / 1000, UTC).isoformat(),
-            sum(1 for tp, offset in at_time.items() if offset >= 0),
+            sum(1 for offset in at_time.values() if offset >= 0),
             sum(len(ps) for ps in offsets.values()),
+            datetime.fromtimestamp(time_ms / 1000, UTC).isoformat(),
+            start_from,
         )
         return json.dumps(offsets)
 
@@ -907,12 +922,16 @@ class ReplicationJob:
         if self.mode == "realtime":  # a consumer and an open batch per partition: sized by their count
             sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots)
             consumer, producer = {**sizing.consumer, **consumer}, {**sizing.producer, **producer}
-        source = source_options(flow, self._java(flow.source), consumer, self.mode, self._starting_offsets)
+        source_id = job_client_id(self.spec.state_topic, flow.name, "source")
+        source = source_options(
+            flow, self._java(flow.source), consumer, self.mode, self._starting_offsets, client_id=source_id
+        )
         if self.mode == "microbatch":
             source["maxOffsetsPerTrigger"] = str(
                 conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER))
             )
-        self._sink = sink_options(self._java(flow.target), producer, self._interceptor)
+        target_id = job_client_id(self.spec.state_topic, flow.name, "target")
+        self._sink = sink_options(self._java(flow.target), producer, self._interceptor, client_id=target_id)
         source_format = "kafka"
         # In real-time mode the reader hands each row's source position to the interceptor on the task's thread
         # (SourcePosition): no header to build, write, convert and strip per record. Exactly-once needs neither.

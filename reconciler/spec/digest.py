@@ -6,7 +6,8 @@ reference changes, not when a password rotates (rotation is the runner's concern
 
 `flow_effective_spec` is everything a flow's replication job runs with: the flow, its source and target
 cluster specs and the Spark settings. Its digest changing means the job must be redeployed; `deepdiff` on two
-effective specs names the fields that changed.
+effective specs names the fields that changed. A flow's `replication.throttle` is left out: brokers enforce it
+(client quotas), the job never reads it, so changing it must not restart the job.
 
 Pure: no I/O.
 """
@@ -41,7 +42,7 @@ def flow_effective_spec(state: DesiredState, name: str) -> dict[str, Any]:
         if alias in state.clusters
     }
     return {
-        "flow": flow.model_dump(mode="json"),
+        "flow": flow.model_dump(mode="json", exclude={"replication": {"throttle"}}),
         "clusters": clusters,
         "spark": state.spark.model_dump(mode="json"),
     }

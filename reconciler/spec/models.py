@@ -31,6 +31,7 @@ from reconciler.policy.filters import (
 )
 from reconciler.policy.naming import ReplicationPolicy, template_problems
 from reconciler.spec import defaults
+from reconciler.spec.byte_rates import ByteRate
 from reconciler.spec.durations import Duration
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.secrets import ConfigValue
@@ -286,6 +287,14 @@ class ReplicationSpec(SpecModel):
         "in the same transaction, so `read_committed` consumers of the target see every record once (see "
         "docs/delivery.md for the cost, the group and transactional ids it creates and the ACLs they need). "
         "Changing it redeploys the job, which restarts from its checkpoint.",
+    )
+    throttle: ByteRate | None = Field(
+        default=None,
+        description="The most bytes per second this flow's job may read from the source and write to the target "
+        "(e.g. '10MB', 1000-based; '20MiB', 1024-based; a number alone is bytes), enforced by Kafka client quotas "
+        "on the job's own client ids (`consumer_byte_rate` on the source, `producer_byte_rate` on the target), "
+        "planned as `quota/<cluster>/<client-id>`. Changing it alters the quotas without restarting the job; "
+        "removing it removes them.",
     )
 
 

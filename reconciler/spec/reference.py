@@ -121,6 +121,8 @@ def _type(prop: dict[str, Any], placed: dict[str, str]) -> str:
         return link
     if _is_duration(prop):
         return _DURATION_HINT
+    if _is_byte_rate(prop):
+        return "byte rate (per second)"
     if prop.get("format") == "date-time":
         return "ISO 8601 timestamp with a timezone"
     if "const" in prop:
@@ -197,6 +199,11 @@ def _is_duration(prop: dict[str, Any]) -> bool:
     if any("enum" in o or "format" in o for o in options):  # a duration among other forms (start_from): each named
         return False
     return any(o.get("type") == "string" and "ms|s|m|h|d" in o.get("pattern", "") for o in options)
+
+
+def _is_byte_rate(prop: dict[str, Any]) -> bool:
+    """`spec.byte_rates.ByteRate`: a string with a byte unit, or a whole number of bytes."""
+    return any(o.get("type") == "string" and "KiB|MiB" in o.get("pattern", "") for o in prop.get("anyOf", []))
 
 
 def _is_duration_hint(text: str) -> bool:

@@ -1,0 +1,131 @@
+"""Planning of the client quotas that enforce a flow's `replication.throttle` (backfills that cannot hurt the source).
+
+A throttled flow gets two resources, the Kafka way (KIP-13 client quotas on the job's own client ids, see
+`policy.client_ids`):
+
+- `quota/<source>/<source client id>` with `consumer_byte_rate` = the throttle: the broker delays the job's fetches
+  so the flow reads at most that many bytes per second from the source, whatever its backlog;
+- `quota/<target>/<target client id>` with `producer_byte_rate` = the throttle: the same for its writes.
+
+Each form is `{"cluster", "client_id", "flow", "<rate name>": bytes per second}`. A quota is created (the throttle
+was set), updated (it changed) or deleted (the setting, or the flow, was removed: only quotas kmirror recorded are
+ever deleted). The quotas of a disabled flow are left as they are (its job is stopped; enabled again, it keeps its
+throttle). Brokers enforce a quota on any client with that id, whether kmirror's job runs or not, and at once: a
+changed throttle takes effect without restarting the job (the job's digest leaves the throttle out).
+
+What the clusters hold is given as `live` when it could be read (cluster -> client id -> {quota name: value});
+`None` when it could not (the Kafka client kmirror uses has no client-quota admin call yet): then each row is
+planned against what kmirror recorded, and the plan says so in a warning.
+
+Pure: values in, values out. Must not: delete or change a quota kmirror did not record, or read a change's reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.plan.definition import Action, Kind, ResourceChange, quota_address
+from reconciler.plan.inputs import RecordedState
+from reconciler.plan.topics import TopicPlan
+from reconciler.policy.client_ids import job_client_id
+from reconciler.spec.byte_rates import format_byte_rate
+from reconciler.spec.models import DesiredState, FlowSpec
+
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+#: The quota names kmirror sets (and the only ones it ever changes on a client id).
+RATE_NAMES = (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE)
+
+#: What the planner knows of the clusters' client quotas: cluster -> client id -> {quota name: value}.
+LiveQuotas = Mapping[str, Mapping[str, Mapping[str, float]]]
+
+UNREAD_WARNING = (
+    "client quotas cannot be read from the clusters (the Kafka client kmirror uses has no client-quota admin "
+    "call), so each quota/ row is planned against what kmirror recorded, not against the broker"
+)
+
+
+def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, dict[str, Any]]:
+    """The quota forms a throttled flow needs, by address (empty when the flow has no throttle)."""
+    rate = flow.replication.throttle
+    if rate is None:
+        return {}
+    state_topic = desired.state.topic
+    source_id = job_client_id(state_topic, flow.name, "source", flow.replication.consumer.get("client.id"))
+    target_id = job_client_id(state_topic, flow.name, "target", flow.replication.producer.get("client.id"))
+    forms = {}
+    for cluster, client_id, name in (
+        (flow.source, source_id, CONSUMER_BYTE_RATE),
+        (flow.target, target_id, PRODUCER_BYTE_RATE),
+    ):
+        forms[quota_address(cluster, client_id)] = {
+            "cluster": cluster,
+            "client_id": client_id,
+            "flow": flow.name,
+            name: rate,
+        }
+    return forms
+
+
+def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas | None = None) -> TopicPlan:
+    out = TopicPlan()
+    want: dict[str, dict[str, Any]] = {}
+    for flow in desired.enabled_flows:
+        for address, form in flow_quotas(desired, flow).items():
+            if address in want:  # two flows, one client id: only a flow's own consumer/producer client.id can do it
+                out.errors.append(
+                    f"{address}: flows {want[address]['flow']} and {flow.name} would both throttle this client id; "
+                    "give each flow its own client.id in replication.consumer/producer (or none: kmirror's are unique)"
+                )
+                continue
+            want[address] = form
+
+    disabled = {f.name for f in desired.flows if not f.enabled}
+    flows = {f.name for f in desired.flows}
+    records = [r for r in recorded.of_kind(Kind.QUOTA) if r.attributes.get("flow") not in disabled]
+    owned = {r.address: dict(r.attributes) for r in records}
+    pending = {r.address for r in records if r.pending}  # an apply was killed before it confirmed the create
+    for address in sorted(want.keys() | owned.keys()):
+        wanted, mine = want.get(address), owned.get(address)
+        unread = None if address in pending else mine
+        current = unread if live is None else _live_form(live, wanted or mine or {})
+        if wanted is None:
+            action = Action.DELETE
+            gone = mine is not None and mine.get("flow") not in flows
+            reason = f"flow {mine.get('flow')} was removed" if gone and mine else "the flow's throttle was removed"
+            # Not read (live is None): the recorded form says what to remove. Read and absent: nothing to remove,
+            # the delete only withdraws kmirror's record.
+            before = mine if live is None else current
+        elif current is None:
+            action, reason, before = Action.CREATE, f"throttle the flow to {_rate(wanted)} per second", None
+        elif _rates(current) != _rates(wanted):
+            action, reason, before = Action.UPDATE, f"the flow's throttle is now {_rate(wanted)} per second", current
+        elif mine is None or address in pending:
+            action, reason, before = Action.UPDATE, "the quota is already set: kmirror records it as its own", current
+        else:
+            continue
+        out.changes.append(
+            ResourceChange(address=address, kind=Kind.QUOTA, action=action, before=before, after=wanted, reason=reason)
+        )
+    if live is None and out.changes:
+        out.warnings.append(UNREAD_WARNING)
+    return out
+
+
+def _live_form(live: LiveQuotas, like: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The live quota on `like`'s client id in the form the planner compares (its rate names only), or None."""
+    cluster, client_id = str(like.get("cluster")), str(like.get("client_id"))
+    values = live.get(cluster, {}).get(client_id, {})
+    rates = {name: int(values[name]) for name in RATE_NAMES if name in values}
+    if not rates:
+        return None
+    return {"cluster": cluster, "client_id": client_id, "flow": like.get("flow"), **rates}
+
+
+def _rates(form: Mapping[str, Any]) -> dict[str, int]:
+    return {name: int(form[name]) for name in RATE_NAMES if name in form}
+
+
+def _rate(form: Mapping[str, Any]) -> str:
+    return " and ".join(f"{format_byte_rate(v)}" for v in _rates(form).values())
