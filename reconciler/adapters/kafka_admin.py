@@ -430,7 +430,7 @@ class KafkaAdmin:
         """
         problem = quota_support_problem()
         return [
-            Outcome(client_id, False, f"{problem}. By hand: {self._quota_command(client_id, changes)}")
+            Outcome(client_id, False, f"{problem}: {self._quota_command(client_id, changes)}")
             for client_id, changes in alterations.items()
         ]
 
@@ -482,9 +482,9 @@ def quota_support_problem() -> str:
     return (
         f"kmirror cannot set Kafka client quotas yet: confluent-kafka {confluent_kafka.version()[0]} "
         f"(librdkafka {confluent_kafka.libversion()[0]}) has no client-quota admin call (KIP-546 "
-        "DescribeClientQuotas/AlterClientQuotas). Set the quota with Kafka's kafka-configs.sh and remove "
-        "replication.throttle from the flow: the job keeps its client ids, and kmirror never removes a quota it did "
-        "not set"
+        "DescribeClientQuotas/AlterClientQuotas). Until it can: remove replication.throttle, set the same client "
+        "ids in the flow's replication.consumer (source) and replication.producer (target) as client.id, and set "
+        "the quotas with Kafka's kafka-configs.sh (kmirror never removes a quota it did not set)"
     )
 
 

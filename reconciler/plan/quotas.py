@@ -11,7 +11,7 @@ Each form is `{"cluster", "client_id", "flow", "<rate name>": bytes per second}`
 was set), updated (it changed) or deleted (the setting, or the flow, was removed: only quotas kmirror recorded are
 ever deleted). The quotas of a disabled flow are left as they are (its job is stopped; enabled again, it keeps its
 throttle). Brokers enforce a quota on any client with that id, whether kmirror's job runs or not, and at once: a
-changed throttle takes effect without restarting the job (the job's digest leaves the throttle out).
+changed throttle takes effect without restarting the job (its digest holds only the client ids, not the rate).
 
 What the clusters hold is given as `live` when it could be read (cluster -> client id -> {quota name: value});
 `None` when it could not (the Kafka client kmirror uses has no client-quota admin call yet): then each row is
@@ -28,7 +28,6 @@ from typing import Any
 from reconciler.plan.definition import Action, Kind, ResourceChange, quota_address
 from reconciler.plan.inputs import RecordedState
 from reconciler.plan.topics import TopicPlan
-from reconciler.policy.client_ids import job_client_id
 from reconciler.spec.byte_rates import format_byte_rate
 from reconciler.spec.models import DesiredState, FlowSpec
 
@@ -51,9 +50,8 @@ def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, dict[str, An
     rate = flow.replication.throttle
     if rate is None:
         return {}
-    state_topic = desired.state.topic
-    source_id = job_client_id(state_topic, flow.name, "source", flow.replication.consumer.get("client.id"))
-    target_id = job_client_id(state_topic, flow.name, "target", flow.replication.producer.get("client.id"))
+    ids = desired.flow_effective_spec(flow.name)["client_ids"]  # what the job is told to use: the same ids
+    source_id, target_id = str(ids["source"]), str(ids["target"])
     forms = {}
     for cluster, client_id, name in (
         (flow.source, source_id, CONSUMER_BYTE_RATE),

@@ -90,7 +90,6 @@ from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import JobReport
-from reconciler.policy.client_ids import job_client_id
 from reconciler.replication import exactly_once, start_offsets
 from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
 from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
@@ -922,15 +921,21 @@ class ReplicationJob:
         if self.mode == "realtime":  # a consumer and an open batch per partition: sized by their count
             sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots)
             consumer, producer = {**sizing.consumer, **consumer}, {**sizing.producer, **producer}
-        source_id = job_client_id(self.spec.state_topic, flow.name, "source")
+        # A throttled flow's clients take the ids its quotas name (`policy.client_ids`); others keep Kafka's own.
+        client_ids = self.spec.effective.get("client_ids") or {}
         source = source_options(
-            flow, self._java(flow.source), consumer, self.mode, self._starting_offsets, client_id=source_id
+            flow,
+            self._java(flow.source),
+            consumer,
+            self.mode,
+            self._starting_offsets,
+            client_id=client_ids.get("source"),
         )
         if self.mode == "microbatch":
             source["maxOffsetsPerTrigger"] = str(
                 conf.get(MAX_OFFSETS_PER_TRIGGER, str(DEFAULT_MAX_OFFSETS_PER_TRIGGER))
             )
-        target_id = job_client_id(self.spec.state_topic, flow.name, "target")
+        target_id = client_ids.get("target")
         self._sink = sink_options(self._java(flow.target), producer, self._interceptor, client_id=target_id)
         source_format = "kafka"
         # In real-time mode the reader hands each row's source position to the interceptor on the task's thread

@@ -6,8 +6,10 @@ reference changes, not when a password rotates (rotation is the runner's concern
 
 `flow_effective_spec` is everything a flow's replication job runs with: the flow, its source and target
 cluster specs and the Spark settings. Its digest changing means the job must be redeployed; `deepdiff` on two
-effective specs names the fields that changed. A flow's `replication.throttle` is left out: brokers enforce it
-(client quotas), the job never reads it, so changing it must not restart the job.
+effective specs names the fields that changed. A flow's `replication.throttle` value is left out: brokers enforce
+it (client quotas), so changing it must not restart the job. What the job needs of it is `client_ids`, present only
+when the flow is throttled: the ids its clients take so that the quotas name them (`policy.client_ids`). Adding or
+removing a throttle therefore redeploys the job once; an unthrottled flow's spec has no such key.
 
 Pure: no I/O.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
+
+from reconciler.policy.client_ids import flow_client_ids
 
 if TYPE_CHECKING:
     from reconciler.spec.models import DesiredState
@@ -41,11 +45,18 @@ def flow_effective_spec(state: DesiredState, name: str) -> dict[str, Any]:
         for alias in sorted({flow.source, flow.target})
         if alias in state.clusters
     }
-    return {
+    effective: dict[str, Any] = {
         "flow": flow.model_dump(mode="json", exclude={"replication": {"throttle"}}),
         "clusters": clusters,
         "spark": state.spark.model_dump(mode="json"),
     }
+    if flow.replication.throttle is not None:
+        consumer_id, producer_id = (
+            flow.replication.consumer.get("client.id"),
+            flow.replication.producer.get("client.id"),
+        )
+        effective["client_ids"] = flow_client_ids(state.state.topic, flow.name, consumer_id, producer_id)
+    return effective
 
 
 def flow_digest(state: DesiredState, name: str) -> str:

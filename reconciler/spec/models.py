@@ -293,8 +293,8 @@ class ReplicationSpec(SpecModel):
         description="The most bytes per second this flow's job may read from the source and write to the target "
         "(e.g. '10MB', 1000-based; '20MiB', 1024-based; a number alone is bytes), enforced by Kafka client quotas "
         "on the job's own client ids (`consumer_byte_rate` on the source, `producer_byte_rate` on the target), "
-        "planned as `quota/<cluster>/<client-id>`. Changing it alters the quotas without restarting the job; "
-        "removing it removes them.",
+        "planned as `quota/<cluster>/<client-id>`. Changing its value only alters the quotas; setting or removing "
+        "it also redeploys the job once (from its checkpoint), so that its clients take or drop those ids.",
     )
 
 

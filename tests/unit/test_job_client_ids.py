@@ -1,5 +1,7 @@
-"""The job's clients carry the flow's client ids (the ids its throttle's quotas name): Spark's source in both modes,
-Spark's sink, and the exactly-once producers; a flow's own client.id wins, and the planner names that one then."""
+"""A throttled flow's job clients carry the client ids its quotas name: Spark's source in both modes, Spark's sink,
+and the exactly-once producers; a flow's own client.id wins, and the quota names that one then. The ids reach the
+job in its effective spec, which only a throttled flow's has (setting or removing a throttle redeploys the job
+once, changing its value does not)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,17 @@ def test_the_source_and_sink_use_the_ids_the_quotas_name(mode: str) -> None:
     assert exactly_once.producer_properties(sink)["client.id"] == target_id  # the transactional producers too
     named = {form["client_id"] for form in flow_quotas(ds, flow).values()}
     assert named == {source_id, target_id}
+    assert ds.flow_effective_spec("f")["client_ids"] == {"source": source_id, "target": target_id}  # the job's
+
+
+def test_only_a_throttled_flows_job_is_given_ids_and_only_setting_a_throttle_redeploys_it() -> None:
+    plain = load_text(FLOW.replace("REPLICATION", "{}")).state
+    slow = load_text(FLOW.replace("REPLICATION", "{throttle: 10MB}")).state
+    slower = load_text(FLOW.replace("REPLICATION", "{throttle: 1MB}")).state
+    assert "client_ids" not in plain.flow_effective_spec("f")
+    assert "kafka.client.id" not in source_options(plain.flow("f"), {}, {}, client_id=None)
+    assert plain.flow_digest("f") != slow.flow_digest("f")
+    assert slow.flow_digest("f") == slower.flow_digest("f")
 
 
 def test_a_client_id_the_flow_sets_wins_in_the_job_and_in_the_plan() -> None:

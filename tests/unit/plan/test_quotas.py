@@ -143,3 +143,11 @@ def test_two_flows_throttling_one_client_id_is_a_plan_error() -> None:
     with pytest.raises(PlanError) as caught:
         plan(ds, live())
     assert "quota/src/shared: flows f and g would both throttle this client id" in str(caught.value)
+
+
+def test_setting_a_throttle_on_a_running_flow_redeploys_its_job_after_the_quotas() -> None:
+    before, after = desired(""), desired("replication: {throttle: 10MB}")
+    p = plan(after, live(), jobs=running(before, "f"))
+    actions = [(c.kind, c.action) for c in p.changes]
+    assert actions == [(Kind.QUOTA, Action.CREATE), (Kind.QUOTA, Action.CREATE), (Kind.JOB, Action.REPLACE)]
+    assert p.changes[-1].after is not None and "client_ids" in p.changes[-1].after["spec"]
