@@ -188,5 +188,11 @@ def verify(
             f"{in_flight} record(s) were still in flight (past the newest offset-sync, not on the target when the "
             "verify started): the flow is copying; run verify again once it has caught up to check them"
         )
+    duplicated = report.total("duplicated")
+    if duplicated and flow.replication.delivery == "at_least_once":
+        report.notes.append(
+            f"{duplicated} record(s) written twice: expected of an at-least-once flow after a job restart or a "
+            "retried write (consumers on the target read them twice); replication.delivery exactly_once avoids them"
+        )
     report.seconds = time.monotonic() - began
     return report

@@ -168,6 +168,7 @@ def test_the_jobs_copy_verifies_then_a_deleted_and_a_duplicated_record_are_repor
     assert parts[0]["first_bad_source_offsets"] == source_offsets_of(src0, gone)
     assert faults(parts[1]) == {"duplicated": 1}
     assert parts[1]["first_bad_source_offsets"] == [source1[-1].offset]
+    assert any("at-least-once" in n for n in doc["notes"])
     assert parts[0]["checked"] == N and parts[1]["checked"] == N
 
 
