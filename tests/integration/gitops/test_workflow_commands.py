@@ -22,6 +22,8 @@ from tests.workflows import FakeGitHub, Runner, load, only_job, step
 pytestmark = pytest.mark.integration
 
 SECRET = "s3cr3t-Value-that-must-never-leak"
+#: The repository secret KMIRROR_PLAN_KEY, which the workflows give to their plan and apply steps.
+PLAN_KEY = "0f1e2d3c4b5a69788796a5b4c3d2e1f0-plan-key"
 CONFIG_MARKER = "<!-- kmirror-config: kmirror.yaml -->"
 
 
@@ -87,10 +89,11 @@ def _drift(runner: Runner, gh: FakeGitHub) -> tuple[int, str]:
 
 def _no_secret_anywhere(runner: Runner, *texts: str) -> None:
     for text in texts:
-        assert SECRET not in text
+        assert SECRET not in text and PLAN_KEY not in text
     for path in runner.temp.iterdir():
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), f"{path.name} holds the secret"
+            assert PLAN_KEY not in path.read_text(errors="replace"), f"{path.name} holds the plan key"
 
 
 def _stop_jobs_after(request: pytest.FixtureRequest, world: World, plan: dict) -> None:  # type: ignore[type-arg]
@@ -108,7 +111,10 @@ def test_pull_request_merge_and_drift_on_real_clusters(world: World, request: py
     create_topics(world.source, (orders, 3, {"retention.ms": "3600000", "cleanup.policy": "delete"}))
     config = _config(world)
     assert config == world.tmp / "kmirror.yaml"
-    runner = Runner(world.tmp, env={"CONFIG": "kmirror.yaml", "KMIRROR_TEST_PASSWORD": SECRET, "FORK": "false"})
+    runner = Runner(
+        world.tmp,
+        env={"CONFIG": "kmirror.yaml", "KMIRROR_TEST_PASSWORD": SECRET, "FORK": "false", "KMIRROR_PLAN_KEY": PLAN_KEY},
+    )
     pr = FakeGitHub(pr=12)
 
     # 1. the pull request: validate, plan as Markdown, one comment, the JSON plan for the artifact
@@ -122,6 +128,7 @@ def test_pull_request_merge_and_drift_on_real_clusters(world: World, request: py
     assert f"topic/{world.dst}/{world.remote(orders)}" in markdown
     saved = json.loads((runner.temp / "kmirror-plan.json").read_text())
     assert saved["format_version"] == 1 and saved["summary"]["create"] >= 1
+    assert saved["digest"].startswith("hmac-sha256:") and "Unsealed" not in markdown  # sealed with the secret
     _stop_jobs_after(request, world, saved)
     (comment,) = pr.comments
     assert comment["body"].startswith(MARKER) and CONFIG_MARKER in comment["body"]
@@ -180,7 +187,7 @@ def test_pull_request_merge_and_drift_on_real_clusters(world: World, request: py
 def test_a_missing_secret_fails_the_plan_with_its_name(world: World) -> None:
     create_topics(world.source, (f"{world.prefix}a", 1, {}))
     config = _config(world)
-    runner = Runner(world.tmp, env={"CONFIG": config.name, "FORK": "false"})
+    runner = Runner(world.tmp, env={"CONFIG": config.name, "FORK": "false", "KMIRROR_PLAN_KEY": ""})  # no secrets
     pr = FakeGitHub(pr=1)
     result = _pr_plan(runner, pr)
     assert result["validate"].startswith("success")  # validate is offline: references are not resolved
@@ -193,7 +200,7 @@ def test_a_missing_secret_fails_the_plan_with_its_name(world: World) -> None:
 def test_plan_of_an_unreachable_cluster_exits_1_with_what_to_check(world: World) -> None:
     config = _config(world)
     config.write_text(config.read_text().replace(world.source.bootstrap_servers, "127.0.0.1:1"))
-    runner = Runner(world.tmp, env={"CONFIG": config.name, "KMIRROR_TEST_PASSWORD": SECRET})
+    runner = Runner(world.tmp, env={"CONFIG": config.name, "KMIRROR_TEST_PASSWORD": SECRET, "KMIRROR_PLAN_KEY": ""})
     result = runner.run(_job("drift"), "plan", TIMEOUT="3")
     assert result.returncode == 1 and result.outputs["exitcode"] == "1"
     assert "did not answer" in result.stderr and "bootstrap_servers" in result.stderr

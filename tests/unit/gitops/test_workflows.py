@@ -222,6 +222,35 @@ def test_a_fork_gets_no_secret_and_no_plan() -> None:
         assert "pull_request_target" not in triggers
 
 
+#: The steps that run `kmirror plan` or `kmirror apply`, per reusable workflow: the only ones given the plan key.
+PLAN_KEY_STEPS = {"plan": {"plan"}, "apply": {"apply"}, "drift": {"plan"}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_plan_key_reaches_the_plan_and_apply_steps_only(kind: str) -> None:
+    job = only_job(reusable(kind))
+    assert "KMIRROR_PLAN_KEY" not in job.get("env", {})
+    given = set()
+    for s in job["steps"]:
+        env = s.get("env", {})
+        if "KMIRROR_PLAN_KEY" in env:
+            assert env["KMIRROR_PLAN_KEY"] == "${{ secrets.KMIRROR_PLAN_KEY }}"
+            given.add(s.get("id") or s.get("name"))
+        elif re.search(r"^\s*kmirror (plan|apply)\b", s.get("run", ""), re.M):
+            raise AssertionError(f"{kind}: step {s.get('id') or s.get('name')!r} runs kmirror without the plan key")
+    assert given == PLAN_KEY_STEPS[kind]
+    if kind == "plan":  # a fork's pull request never runs the step that holds the key
+        assert "env.FORK != 'true'" in step(job, "plan")["if"]
+
+
+def test_the_example_tells_to_create_the_plan_key() -> None:
+    readme = (EXAMPLE_WORKFLOWS.parents[1] / "README.md").read_text()
+    assert "`KMIRROR_PLAN_KEY`" in readme and "openssl rand -hex 32" in readme
+    assert "KMIRROR_PLAN_KEY" in (ROOT / "docs" / "security.md").read_text()
+    for kind in ("plan", "apply"):
+        assert only_job(example(kind))["secrets"] == "inherit"  # how the key reaches the reusable workflow
+
+
 def test_the_comment_flags_connection_changes_and_is_scrubbed_of_every_exported_secret(tmp_path: Path) -> None:
     from tests.workflows import Runner
 
