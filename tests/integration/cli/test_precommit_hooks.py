@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,6 +31,10 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _sample_repo(path: Path, files: dict[str, str]) -> Path:
     path.mkdir()
+    return _sample_repo_in(path, files)
+
+
+def _sample_repo_in(path: Path, files: dict[str, str]) -> Path:
     subprocess.run(["git", "init", "-q"], cwd=path, check=True)
     for name, text in files.items():
         (path / name).write_text(text)
@@ -74,6 +79,34 @@ def test_validate_hook_passes_a_valid_file_and_fails_an_invalid_one(tmp_path: Pa
     assert "Failed" in bad.stdout
     assert "kmirror-prod.yaml:8:" in bad.stdout and "nowhere" in bad.stdout  # file:line and the field's value
     assert "kmirror.yaml is valid" in bad.stdout  # each file checked on its own; the good one still passes
+
+
+#: A `reconciler/` package a config repository could hold: imported instead of kmirror's, it would run its code.
+SHADOW = {
+    "reconciler/__init__.py": "raise SystemExit('SHADOW reconciler imported from the config repository')\n",
+    "reconciler/cli/__init__.py": "",
+    "reconciler/cli/precommit.py": "raise SystemExit('SHADOW precommit imported from the config repository')\n",
+}
+
+
+def test_hooks_ignore_a_reconciler_folder_in_the_config_repository(tmp_path: Path, pre_commit_home: Path) -> None:
+    files = {"kmirror.yaml": VALID, **SHADOW}
+    repo = tmp_path / "shadowed"
+    (repo / "reconciler" / "cli").mkdir(parents=True)
+    repo = _sample_repo_in(repo, files)
+    ok = _try_repo(repo, pre_commit_home, "kmirror-validate")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "SHADOW" not in ok.stdout + ok.stderr and "Passed" in ok.stdout  # `python -m` alone would fail here
+
+
+def test_python_hooks_run_isolated() -> None:
+    """Every `python` entry is `python -I`: the working folder (the config repository) is not on the import path."""
+    hooks = YAML(typ="safe").load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hooks, "no hooks"
+    for hook in hooks:
+        entry = hook["entry"].split()
+        assert hook["language"] == "python", hook["id"]
+        assert entry[:3] == ["python", "-I", "-m"], f"{hook['id']}: {hook['entry']!r} is not isolated"
 
 
 def test_schema_hook_fails_a_stale_schema_copy(tmp_path: Path, pre_commit_home: Path) -> None:
