@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ruamel.yaml import YAML
 
 from reconciler.cli.main import main
 from reconciler.spec import load
 from reconciler.spec.schema import schema_text
+from reconciler.spec.secrets import outside_allowed_roots
+from tests.examples import readme_env
 
 pytestmark = pytest.mark.unit
 
@@ -29,6 +33,27 @@ def test_example_validates_without_warnings(path: Path) -> None:
     loaded = load(path)
     assert loaded.warnings == ()
     assert loaded.state.flows
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
+def test_example_reads_files_only_where_its_readme_allows(path: Path) -> None:
+    """Every `ssl.*.location` and `${file:}` of an example lies below the folders kmirror may read with what its
+    README exports (`KMIRROR_FILE_ROOTS`): plan and the job refuse any other (docs/security.md)."""
+    environ = readme_env(path.parent.name)
+    text = path.read_text()
+    paths = re.findall(r"\$\{file:([^}]+)\}", text)
+    clusters = YAML(typ="safe").load(text)["clusters"]
+    paths += [v for c in clusters.values() for k, v in (c.get("client") or {}).items() if k.endswith(".location")]
+    for written in paths:
+        found = Path(written) if Path(written).is_absolute() else path.parent / written
+        assert outside_allowed_roots(found, path.parent, environ) == "", f"{written}: README.md must allow it"
+
+
+def test_aggregation_needs_its_readmes_file_roots() -> None:
+    path = ROOT / "examples" / "aggregation" / "kmirror.yaml"
+    assert readme_env("aggregation") == {"KMIRROR_FILE_ROOTS": "/etc/kafka"}
+    assert "/etc/kafka/central-ca.pem" in path.read_text()
+    assert "outside the folders" in outside_allowed_roots(Path("/etc/kafka/central-ca.pem"), path.parent, {})
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
