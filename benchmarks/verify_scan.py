@@ -6,9 +6,12 @@ prefix it writes R records of S bytes over P partitions to the source, the same 
 timestamp) to the remote topic on the target, and an offset-sync every 100 records (what the job writes for a
 clean copy). Then, each `--repeat` times, interleaved:
   - plain: one read_committed consumer per cluster, assigned to every partition, reads everything (no compare);
-  - verify: `reconciler.verify.run.verify` over the same flow (reads both sides, compares every record).
+  - verify: `reconciler.verify.run.verify` over the same flow (reads both sides, compares every record), with
+    `--engine python` (this process) or `spark` (one local Spark task per partition; the session's start is
+    included in the time).
 
     .venv/bin/python benchmarks/verify_scan.py [--records 200000] [--partitions 2] [--size 1024] [--repeat 3]
+        [--engine python|spark]
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--engine", choices=["python", "spark"], default="python")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     homes: list[Path] = []
@@ -159,11 +163,12 @@ flows:
                               [(source, topic), (target, remote)]))  # fmt: skip
             plain.append(time.monotonic() - t0)
             t0 = time.monotonic()
-            report = verify(spec, "bench")
+            report = verify(spec, "bench", engine=args.engine)
             checked.append(time.monotonic() - t0)
             assert report.ok and report.total("checked") == args.records, report.to_json()["summary"]
             print(f"run {i + 1}: plain consumer (both sides) {plain[-1]:.2f}s, verify {checked[-1]:.2f}s")
         result: dict[str, Any] = {
+            "engine": args.engine,
             "records": args.records,
             "record_bytes": args.size,
             "partitions": args.partitions,

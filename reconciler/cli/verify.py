@@ -68,6 +68,14 @@ def _since(text: str) -> tuple[int, str]:
     help="Read at most this many records a second from each cluster (safe against production).",
 )
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds a single read or admin request may take.")
+@click.option(
+    "--engine",
+    type=click.Choice(["python", "spark"]),
+    default="python",
+    show_default=True,
+    help="python: scan the partitions one after the other in this process; spark: one Spark task per partition, "
+    "on the flow's Spark settings (spark.master, spark.conf), in parallel.",
+)
 def verify(
     path: str,
     flow_name: str,
@@ -80,6 +88,7 @@ def verify(
     detailed_exitcode: bool,
     max_records_per_second: int | None,
     timeout: float,
+    engine: str,
 ) -> None:
     """Compare every replicated record of a flow on both clusters: key, value, headers, timestamp, in order.
 
@@ -112,6 +121,7 @@ def verify(
         sample=sample,
         max_records_per_second=max_records_per_second,
         timeout=timeout,
+        engine="spark" if engine == "spark" else "python",
     )
     if fmt == "json":
         text = json.dumps(report.to_json(), indent=2, sort_keys=True)

@@ -6,7 +6,8 @@ source's end, the remote partition up to its committed end, both read when the v
 offset-syncs (`adapters.offset_syncs`, MM2's startup read), which place the source records on the target
 (`compare.plan_partition`); then each walk is read on both sides and classified (`compare.Walker`). Records
 the target does not hold yet past the newest sync are in flight (unverifiable, with a note); everything else
-absent is missing. Nothing is written; no consumer group is joined or committed.
+absent is missing. Each partition's scan (`scan_partition`) runs here, one after the other (`scan_here`), or as a
+task of a Spark batch job (`spark_scan`). Nothing is written; no consumer group is joined or committed.
 
 Must not: print (progress goes through `say`), write to a cluster, or decide a record's class (that is
 `reconciler.verify.compare`).
@@ -16,21 +17,30 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from reconciler.adapters.checkpointer import syncs_location
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.offset_syncs import read_offset_syncs
+from reconciler.adapters.record_ranges import RangeReader
 from reconciler.errors import KmirrorError
 from reconciler.mm2.wire import TopicPartition
 from reconciler.spec.models import DesiredState, FlowSpec
-from reconciler.verify.compare import IN_FLIGHT, PartitionTally, Walker, plan_partition, tally_uncovered
+from reconciler.verify.compare import (
+    IN_FLIGHT,
+    PartitionPlan,
+    PartitionTally,
+    Walker,
+    plan_partition,
+    tally_uncovered,
+)
 from reconciler.verify.kafka_reads import RateLimiter, ReadError, offsets_for_time, reader, records
 from reconciler.verify.report import PartitionRange, VerifyReport
 
-__all__ = ["Selection", "VerifyError", "verify"]
+__all__ = ["PartitionTask", "Selection", "VerifyError", "scan_here", "scan_partition", "verify"]
 
 Say = Callable[[str], None]
 
@@ -50,6 +60,72 @@ class Selection:
     since_ms: int | None = None
     last: int | None = None
     label: str = "everything on the source"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTask:
+    """One source partition to scan: its plan and what the scan needs besides (picklable: a Spark task)."""
+
+    plan: PartitionPlan
+    source_end: int
+    target_end: int
+    source_compacted: bool
+    target_compacted: bool
+
+
+def scan_partition(
+    task: PartitionTask,
+    src_reader: RangeReader,
+    dst_reader: RangeReader,
+    src_limit: RateLimiter,
+    dst_limit: RateLimiter,
+) -> PartitionTally:
+    """Read and compare one partition's walks (its uncovered ranges counted); a read that fails is its `error`."""
+    plan = task.plan
+    t, p, r = plan.topic, plan.partition, plan.remote_topic
+    tally = PartitionTally(t, p, r)
+    try:
+        for u in plan.uncovered:
+            with closing(records(src_reader, t, p, u.start, u.end, src_limit)) as counted:
+                tally_uncovered(tally, u, counted)
+        for w in plan.walks:
+            walker = Walker(
+                tally,
+                w,
+                proven_up_to=plan.proven_up_to,
+                source_compacted=task.source_compacted,
+                target_compacted=task.target_compacted,
+            )
+            # Closed when the walk ends, read to its end or not: each reader is free for the next walk.
+            # `later`: the source after the walk, for target records after the copies of its range (read only
+            # then, after `ours` is done with the source reader).
+            later_end = task.source_end if w.source_end < task.source_end else LATER
+            with (
+                closing(records(src_reader, t, p, w.source_start, w.source_end, src_limit)) as ours,
+                closing(records(dst_reader, r, p, w.target_start, w.target_end, dst_limit)) as theirs,
+                closing(records(src_reader, t, p, w.source_end, later_end, src_limit, most=100)) as later,
+            ):
+                walker.run(ours, theirs, later)
+    except ReadError as exc:
+        tally.error = str(exc)
+    return tally
+
+
+def scan_here(
+    tasks: Sequence[PartitionTask],
+    source_config: Mapping[str, Any],
+    target_config: Mapping[str, Any],
+    max_records_per_second: int | None,
+    timeout: float,
+) -> list[PartitionTally]:
+    """The tasks scanned one after the other in this process (`--engine python`)."""
+    src_limit, dst_limit = RateLimiter(max_records_per_second), RateLimiter(max_records_per_second)
+    src_reader, dst_reader = reader(source_config, timeout=timeout), reader(target_config, timeout=timeout)
+    try:
+        return [scan_partition(x, src_reader, dst_reader, src_limit, dst_limit) for x in tasks]
+    finally:
+        src_reader.close()
+        dst_reader.close()
 
 
 def _flow(desired: DesiredState, name: str) -> FlowSpec:
@@ -75,6 +151,7 @@ def verify(
     sample: float = 1.0,
     max_records_per_second: int | None = None,
     timeout: float = 30.0,
+    engine: Literal["python", "spark"] = "python",
     say: Say = lambda _: None,
 ) -> VerifyReport:
     began = time.monotonic()
@@ -130,58 +207,51 @@ def verify(
     report = VerifyReport(flow.name, flow.source, flow.target, selection.label, sample)
     if store is None:
         report.notes.append(f"the offset-syncs topic {syncs_topic} on {syncs_cluster} does not exist (yet)")
-    src_limit, dst_limit = RateLimiter(max_records_per_second), RateLimiter(max_records_per_second)
-    src_reader = reader(desired.client_config(flow.source), timeout=timeout)
-    dst_reader = reader(desired.client_config(flow.target), timeout=timeout)
-    try:
-        for t, p in partitions:
-            r, tp = remote[t], (t, p)
-            tally = PartitionTally(t, p, r)
-            if (r, p) not in dst_end:
-                tally.error = f"the remote partition {r}/{p} does not exist on {flow.target}"
-                report.partitions.append((tally, PartitionRange(first[tp], src_end[tp], -1)))
-                continue
-            syncs = store.syncs_since_rewind(TopicPartition(t, p)) if store is not None else ()
-            plan = plan_partition(
-                t,
-                p,
-                r,
-                range_start=first[tp],
-                range_end=src_end[tp],
-                syncs=syncs,
-                target_start=dst_start[(r, p)],
-                target_end=dst_end[(r, p)],
-                sample=sample,
-            )
-            say(f"{t}/{p}: source [{plan.range_start}, {plan.range_end}), {len(plan.walks)} walk(s)")
-            try:
-                for u in plan.uncovered:
-                    with closing(records(src_reader, t, p, u.start, u.end, src_limit)) as counted:
-                        tally_uncovered(tally, u, counted)
-                for w in plan.walks:
-                    walker = Walker(
-                        tally,
-                        w,
-                        proven_up_to=plan.proven_up_to,
-                        source_compacted=t in compacted_src,
-                        target_compacted=r in compacted_dst,
-                    )
-                    # Closed when the walk ends, read to its end or not: each reader is free for the next walk.
-                    # `later`: the source after the walk, for target records after the copies of its range (read
-                    # only then, after `ours` is done with the source reader).
-                    later_end = src_end[tp] if w.source_end < src_end[tp] else LATER
-                    with (
-                        closing(records(src_reader, t, p, w.source_start, w.source_end, src_limit)) as ours,
-                        closing(records(dst_reader, r, p, w.target_start, w.target_end, dst_limit)) as theirs,
-                        closing(records(src_reader, t, p, w.source_end, later_end, src_limit, most=100)) as later,
-                    ):
-                        walker.run(ours, theirs, later)
-            except ReadError as exc:
-                tally.error = str(exc)
-            report.partitions.append((tally, PartitionRange(plan.range_start, plan.range_end, dst_end[(r, p)])))
-    finally:
-        src_reader.close()
-        dst_reader.close()
+    tasks: list[PartitionTask | PartitionTally] = []
+    for t, p in partitions:
+        r, tp = remote[t], (t, p)
+        if (r, p) not in dst_end:
+            tally = PartitionTally(t, p, r, error=f"the remote partition {r}/{p} does not exist on {flow.target}")
+            tasks.append(tally)
+            continue
+        syncs = store.syncs_since_rewind(TopicPartition(t, p)) if store is not None else ()
+        plan = plan_partition(
+            t,
+            p,
+            r,
+            range_start=first[tp],
+            range_end=src_end[tp],
+            syncs=syncs,
+            target_start=dst_start[(r, p)],
+            target_end=dst_end[(r, p)],
+            sample=sample,
+        )
+        say(f"{t}/{p}: source [{plan.range_start}, {plan.range_end}), {len(plan.walks)} walk(s)")
+        tasks.append(PartitionTask(plan, src_end[tp], dst_end[(r, p)], t in compacted_src, r in compacted_dst))
+    todo = [x for x in tasks if isinstance(x, PartitionTask)]
+    source_config, target_config = desired.client_config(flow.source), desired.client_config(flow.target)
+    if engine == "spark":
+        from reconciler.verify.spark_scan import scan_on_spark  # pyspark: the `spark` extra
+
+        spark = desired.spark
+        done = scan_on_spark(
+            todo,
+            source_config,
+            target_config,
+            master=spark.master or "local[*]",
+            conf={str(k): str(v) for k, v in spark.conf.items()},
+            max_records_per_second=max_records_per_second,
+            timeout=timeout,
+        )
+    else:
+        done = scan_here(todo, source_config, target_config, max_records_per_second, timeout)
+    results = iter(done)
+    for x in tasks:
+        if isinstance(x, PartitionTask):
+            tally = next(results)
+            report.partitions.append((tally, PartitionRange(x.plan.range_start, x.plan.range_end, x.target_end)))
+        else:
+            report.partitions.append((x, None))
     in_flight = sum(tl.reasons.get(IN_FLIGHT, 0) for tl, _ in report.partitions)
     if in_flight:
         report.notes.append(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -374,6 +375,35 @@ def test_compaction_on_the_target_is_unverifiable_not_missing(manual: Manual) ->
     assert faults(entry) == {"unverifiable": gone} and gone >= 40 - survivors
     assert entry["checked"] + gone == 40 and entry["checked"] >= 10
     assert entry["reasons"] == {"compaction on the target (a compacted topic)": gone}
+
+
+def test_the_spark_engine_reports_the_same_as_the_python_engine(manual: Manual) -> None:
+    """One Spark task per partition (local Spark, the flow's spark settings): the same counts and offsets."""
+    m = manual
+    topic = f"{m.prefix}.spark"
+    create_topic(m.source, topic, 4)
+    create_topic(m.target, m.flow.remote_topic(topic), 4)
+    produce_records(m.source, topic, 4, N)
+    twice = copy_with_faults(m, topic, 0, "twice")
+    altered = copy_with_faults(m, topic, 1, "altered")
+    missing = copy_with_faults(m, topic, 2, "missing")
+    copy_with_faults(m, topic, 3, None, copy_first=N - 5)  # five in flight
+    pattern = re.escape(topic)
+
+    python_code, python_doc = run_verify(m.spec, m.name, "--topics", pattern)
+    spark_code, spark_doc = run_verify(m.spec, m.name, "--topics", pattern, "--engine", "spark")
+    assert spark_code == python_code == 1
+    parts = by_partition(spark_doc, topic)
+    assert faults(parts[0]) == {"duplicated": 1} and parts[0]["first_bad_source_offsets"] == twice
+    assert faults(parts[1]) == {"different": 1} and parts[1]["first_bad_source_offsets"] == altered
+    assert faults(parts[2]) == {"missing": 1} and parts[2]["first_bad_source_offsets"] == missing
+    assert faults(parts[3]) == {"unverifiable": 5} and parts[3]["checked"] == N - 5
+
+    def comparable(doc: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in e.items() if k != "differences"} for e in doc["partitions"]]  # digests: keyed
+
+    assert comparable(spark_doc) == comparable(python_doc)
+    assert [d["field"] for d in parts[1]["differences"]] == ["value"]
 
 
 def test_bad_input_is_a_clear_error_with_exit_1(manual: Manual) -> None:
