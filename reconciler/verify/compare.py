@@ -26,8 +26,8 @@ classifies what lies between:
 Sampling (`sample` < 1) is per segment between two consecutive syncs, chosen by a hash of (topic, partition,
 first source offset): the same segments every run, and only those are read.
 
-Must not: import a Kafka or Spark client, or do any I/O; hold more than a window (and a bounded history of record
-digests) of either side in memory; ever put a record's key, value or header values in a result.
+Must not: import a Kafka or Spark client, or do any I/O; hold more than a window of either side and a bounded history
+(`HISTORY`) of matched source records in memory; ever put a record's key, value or header values in a result.
 """
 
 from __future__ import annotations
