@@ -60,6 +60,22 @@ class JobSpec:
     #: written before generations existed.
     generation: int = 0
 
+    @classmethod
+    def for_deploy(
+        cls,
+        flow: str,
+        effective: Mapping[str, Any],
+        digest: str,
+        base_dir: Path,
+        state_topic: str,
+        previous: Mapping[str, Any] | None,
+    ) -> JobSpec:
+        """The spec of a new deployment of `flow`, after `previous` (its last deployment's record): the exactly-once
+        name it carries over and the next generation."""
+        return cls(
+            flow, effective, digest, base_dir, state_topic, eos_flow_for(flow, previous), next_generation(previous)
+        )
+
     @property
     def eos_name(self) -> str:
         return self.eos_flow or self.flow_name

@@ -44,7 +44,7 @@ from typing import Any
 from reconciler.artifacts import driver_java_options, job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
-from reconciler.jobcontract.spec import JobSpec, eos_flow_for, next_generation
+from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import read_report
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.processes import alive
@@ -140,15 +140,7 @@ class LocalRunner:
         log's tail if it exits first or does not come up within `start_timeout`.
         """
         previous = self._previous(flow)
-        job_spec = JobSpec(
-            flow,
-            spec,
-            spec_digest,
-            self.base_dir,
-            self.state_topic,
-            eos_flow_for(flow, previous),
-            next_generation(previous),
-        )
+        job_spec = JobSpec.for_deploy(flow, spec, spec_digest, self.base_dir, self.state_topic, previous)
         spark = job_spec.spark
         folder = self.folder(flow)
         self.stop(flow)

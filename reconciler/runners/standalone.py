@@ -44,7 +44,7 @@ from typing import Any
 
 from reconciler.artifacts import job_jars
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
-from reconciler.jobcontract.spec import JobSpec, eos_flow_for, next_generation
+from reconciler.jobcontract.spec import JobSpec
 from reconciler.jobcontract.status import read_report
 from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.runners.common import (
@@ -154,15 +154,7 @@ class StandaloneRunner:
         message or the log's tail) if the driver ends first or does not come up within `start_timeout`.
         """
         previous = self._previous(flow)
-        job_spec = JobSpec(
-            flow,
-            spec,
-            spec_digest,
-            self.base_dir,
-            self.state_topic,
-            eos_flow_for(flow, previous),
-            next_generation(previous),
-        )
+        job_spec = JobSpec.for_deploy(flow, spec, spec_digest, self.base_dir, self.state_topic, previous)
         spark = job_spec.spark
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
