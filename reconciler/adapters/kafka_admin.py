@@ -9,10 +9,12 @@ naming it. `round_trips` counts requests, for the plan-scale benchmark.
 Bulk reads (topic metadata, describe-configs) pause Python's cyclic garbage collector while the client turns
 the answer into Python objects: see `_gc_paused`.
 
-Client quotas (a flow's throttle) are the exception: confluent-kafka has no KIP-546 call yet, so reading them
-raises `QuotasUnsupportedError` and setting them fails per client id with the command that does it by hand.
+Client quotas (a flow's throttle) go through Kafka's own Java Admin client instead, because confluent-kafka has no
+KIP-546 call: one short `java` process per batch, the cluster's Java client properties on its stdin
+(`adapters.client_quotas`), started only when a quota is read or set.
 
-Must not: shell out to Kafka's tools, or send one request per resource where the protocol takes many.
+Must not: shell out to Kafka's tools (kafka-configs.sh), put a client property on a command line, or send one request
+per resource where the protocol takes many.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import confluent_kafka
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
@@ -51,6 +52,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from reconciler.adapters import client_quotas
+from reconciler.adapters.client_quotas import ClientQuotaError, CommandFactory
+from reconciler.artifacts.quota_tool import quota_tool_command
 from reconciler.errors import ClusterUnreachableError, KmirrorError
 from reconciler.live.model import AclEntry, GroupInfo
 
@@ -101,9 +105,22 @@ class TopicMeta:
 class KafkaAdmin:
     """Admin operations on one cluster, named for error messages."""
 
-    def __init__(self, cluster: str, config: Mapping[str, Any], timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        config: Mapping[str, Any],
+        timeout: float = 30.0,
+        *,
+        java_properties: Callable[[], Mapping[str, str]] | None = None,
+        quota_tool: CommandFactory | None = None,
+    ) -> None:
+        """`java_properties` gives the same cluster's Java client properties (secrets resolved) when a client quota
+        is read or set, never before; without it only a plain `config` (bootstrap servers, security protocol) can be
+        used for quotas. `quota_tool` builds the quota tool's command line (default: compiled on first use)."""
         self.cluster = cluster
         self.bootstrap = str(config.get("bootstrap.servers", "?"))
+        self._java_properties = java_properties or _plain_java_properties(cluster, config)
+        self._quota_tool = quota_tool
         self.timeout = timeout
         self.round_trips = 0
         self.brokers: int | None = None
@@ -413,35 +430,51 @@ class KafkaAdmin:
         futures = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
         return self._outcome(group, futures[group])
 
-    # -- client quotas (KIP-546) -----------------------------------------------------------------------------
+    # -- client quotas (KIP-546, through Kafka's Java Admin client) -------------------------------------------
     def describe_client_quotas(self, client_ids: Iterable[str]) -> dict[str, dict[str, float]]:
-        """Per client id, the quotas set on it (`consumer_byte_rate`...); ids without any are left out.
+        """Per client id, the quotas set on it alone (`consumer_byte_rate`...); ids without any are left out.
 
-        Raises `QuotasUnsupportedError`: the installed confluent-kafka has no DescribeClientQuotas call (see
-        `quota_support_problem`); the planner then plans quotas against what kmirror recorded.
+        One describeClientQuotas call for all of them. Raises `ClientQuotaError` when they could not be read (no
+        Java or Kafka client jars: the message says what to install; a failed call: what the cluster said).
         """
-        raise QuotasUnsupportedError(f"cluster '{self.cluster}': {quota_support_problem()}")
+        ids = sorted(set(client_ids))
+        if not ids:
+            return {}
+        self.round_trips += 1
+        answer = self._run_quota_tool(lambda props: client_quotas.describe_request(props, ids, self.timeout))
+        try:
+            return {cid: q for cid, q in client_quotas.decode_describe(answer).items() if cid in ids}
+        except ClientQuotaError as exc:
+            raise ClientQuotaError(f"cluster '{self.cluster}': {exc}", transient=exc.transient) from None
 
     def alter_client_quotas(self, alterations: Mapping[str, Mapping[str, float | None]]) -> list[Outcome]:
         """Per client id, quota name -> bytes per second to set, or None to remove it; one Outcome per client id.
 
-        The installed confluent-kafka has no AlterClientQuotas call, so each one fails (not transient: a retry
-        cannot help), saying how to set it by hand with Kafka's own tool; nothing is sent to the cluster.
+        All in one alterClientQuotas call. When the tool cannot run (Java or the jars are missing), each id fails
+        (not transient) with what to install; when the cluster did not answer, each fails as transient.
         """
-        problem = quota_support_problem()
+        if not alterations:
+            return []
+        self.round_trips += 1
+        try:
+            answer = self._run_quota_tool(lambda props: client_quotas.alter_request(props, alterations, self.timeout))
+        except ClientQuotaError as exc:
+            return [Outcome(cid, False, str(exc), transient=exc.transient) for cid in alterations]
         return [
-            Outcome(client_id, False, f"{problem}: {self._quota_command(client_id, changes)}")
-            for client_id, changes in alterations.items()
+            Outcome(r.client_id, r.ok, r.error, transient=r.transient)
+            for r in client_quotas.decode_alter(answer, alterations)
         ]
 
-    def _quota_command(self, client_id: str, changes: Mapping[str, float | None]) -> str:
-        added = ",".join(f"{k}={int(v)}" for k, v in sorted(changes.items()) if v is not None)
-        removed = ",".join(k for k, v in sorted(changes.items()) if v is None)
-        command = f"kafka-configs.sh --bootstrap-server {self.bootstrap} --alter --entity-type clients"
-        command += f" --entity-name {client_id}"
-        command += f" --add-config {added}" if added else ""
-        command += f" --delete-config {removed}" if removed else ""
-        return command
+    def _run_quota_tool(self, request: Callable[[Mapping[str, str]], bytes]) -> dict[str, Any]:
+        """The quota tool's answer to the request built from this cluster's Java client properties (resolved here,
+        held in memory only); raises `ClientQuotaError` (naming this cluster) when there is none."""
+        try:
+            command = (self._quota_tool or quota_tool_command)()
+            return client_quotas.run_tool(command, request(self._java_properties()), self.timeout)
+        except ClientQuotaError as exc:
+            raise ClientQuotaError(f"cluster '{self.cluster}': {exc}", transient=exc.transient) from None
+        except KmirrorError as exc:  # no Java or jars (ArtifactError), a secret that cannot be resolved
+            raise ClientQuotaError(f"cluster '{self.cluster}': {exc}") from None
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def _wait(self, future: Future[T]) -> T:
@@ -473,19 +506,23 @@ class KafkaAdmin:
         return unreachable(self.cluster, self.bootstrap, self.timeout, exc)
 
 
-class QuotasUnsupportedError(KmirrorError):
-    """The Kafka client kmirror uses cannot read or set client quotas."""
+#: librdkafka keys whose value means the same to Java's client: a config of only these needs no translation.
+_PLAIN_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id"})
 
 
-def quota_support_problem() -> str:
-    """Why client quotas cannot be set through this adapter: the installed client has no KIP-546 admin calls."""
-    return (
-        f"kmirror cannot set Kafka client quotas yet: confluent-kafka {confluent_kafka.version()[0]} "
-        f"(librdkafka {confluent_kafka.libversion()[0]}) has no client-quota admin call (KIP-546 "
-        "DescribeClientQuotas/AlterClientQuotas). Until it can: remove replication.throttle, set the same client "
-        "ids in the flow's replication.consumer (source) and replication.producer (target) as client.id, and set "
-        "the quotas with Kafka's kafka-configs.sh (kmirror never removes a quota it did not set)"
-    )
+def _plain_java_properties(cluster: str, config: Mapping[str, Any]) -> Callable[[], Mapping[str, str]]:
+    """Java client properties taken from a librdkafka `config` when it holds nothing to translate (no TLS, no SASL)."""
+
+    def properties() -> Mapping[str, str]:
+        other = sorted(k for k in config if k not in _PLAIN_KEYS and k not in ("log_level", "logger"))
+        if other:
+            raise ClientQuotaError(
+                f"cluster '{cluster}': client quotas need the cluster's Java client properties, and this admin was "
+                f"given only a librdkafka configuration with {', '.join(other)}"
+            )
+        return {k: str(v) for k, v in config.items() if k in _PLAIN_KEYS}
+
+    return properties
 
 
 def unreachable(cluster: str, bootstrap: str, timeout: float, exc: BaseException) -> KmirrorError:

@@ -6,8 +6,10 @@ burst of creates that the broker has not published yet) the reader waits for the
 of reporting it deleted; (2) with the topic lists known, the explicit configs of exactly the topics that
 matter (replicated source topics, their remote topics, internal and recorded topics) in batched
 describe-configs requests, the ACLs where a flow syncs them, and whether unowned target topics already hold
-records. Then the consumer groups and offset-syncs of the flows that sync group offsets, and whether each
-committed offset translates exactly (records read within `exact_budget` seconds, `with_exact_offsets`).
+records, and the client quotas of the client ids a throttled flow names or kmirror recorded (Kafka's Java Admin
+client, so only when there is such an id: a quota that cannot be read is a warning, and the planner plans against
+what kmirror recorded). Then the consumer groups and offset-syncs of the flows that sync group offsets, and whether
+each committed offset translates exactly (records read within `exact_budget` seconds, `with_exact_offsets`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
+from reconciler.adapters.client_quotas import ClientQuotaError
 from reconciler.adapters.group_offsets import EXACT_BUDGET, with_exact_offsets, with_group_offsets
 from reconciler.adapters.kafka_admin import KafkaAdmin, TopicMeta
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
 from reconciler.plan.definition import Kind, topic_address
 from reconciler.plan.inputs import RecordedState
+from reconciler.plan.quotas import flow_quotas
 from reconciler.plan.topics import replicated_topics
+from reconciler.spec.client_config import java_client_properties
 from reconciler.spec.models import DesiredState
 
 K = TypeVar("K")
@@ -37,7 +42,26 @@ def clusters_in_use(desired: DesiredState) -> list[str]:
 
 
 def admins_for(desired: DesiredState, timeout: float) -> dict[str, KafkaAdmin]:
-    return {name: KafkaAdmin(name, desired.client_config(name), timeout) for name in clusters_in_use(desired)}
+    return {
+        name: KafkaAdmin(name, desired.client_config(name), timeout, java_properties=_java_properties(desired, name))
+        for name in clusters_in_use(desired)
+    }
+
+
+def _java_properties(desired: DesiredState, name: str) -> Callable[[], dict[str, str]]:
+    """The cluster's Java client properties, resolved when a client quota is read or set (secrets in memory only)."""
+    return lambda: java_client_properties(desired.clusters[name], alias=name, base_dir=desired.base_dir)
+
+
+def quota_client_ids(desired: DesiredState, recorded: RecordedState) -> dict[str, set[str]]:
+    """Per cluster, the client ids whose quotas the planner compares: those of throttled flows, and recorded ones."""
+    ids: dict[str, set[str]] = {}
+    for flow in desired.enabled_flows:
+        for form in flow_quotas(desired, flow).values():
+            ids.setdefault(str(form["cluster"]), set()).add(str(form["client_id"]))
+    for res in recorded.of_kind(Kind.QUOTA):
+        ids.setdefault(str(res.attributes.get("cluster")), set()).add(str(res.attributes.get("client_id")))
+    return ids
 
 
 def read_live_state(
@@ -55,6 +79,7 @@ def read_live_state(
         for name, meta in metadata.items()
     }
 
+    quota_ids = quota_client_ids(desired, recorded)
     describe: dict[str, set[str]] = {name: set() for name in admins}
     unowned_targets: dict[str, set[str]] = {name: set() for name in admins}
     read_acls: set[str] = set()
@@ -91,10 +116,15 @@ def read_live_state(
             for t, info in bare[name].topics.items()
         }
         acls = admin.acls() if name in read_acls else None
-        return ClusterState(name, topics, acls, brokers=admin.brokers)
+        quotas, problem = _quotas(admin, quota_ids.get(name, set()))
+        if problem:
+            quota_warnings[name] = problem
+        return ClusterState(name, topics, acls, brokers=admin.brokers, quotas=quotas)
 
+    quota_warnings: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
         states = dict(zip(admins, pool.map(phase2, admins), strict=True))
+    warnings += tuple(quota_warnings[n] for n in sorted(quota_warnings))
     live = with_group_offsets(desired, LiveState(clusters=states, warnings=warnings), admins, timeout=timeout)
     live = with_exact_offsets(desired, live, admins, timeout=timeout, budget=exact_budget)
     return replace(live, round_trips={n: a.round_trips for n, a in admins.items()})
@@ -139,6 +169,19 @@ def _catch_up(
                 "once the brokers have caught up."
             )
     return metadata, tuple(warnings)
+
+
+def _quotas(admin: KafkaAdmin, client_ids: set[str]) -> tuple[dict[str, dict[str, float]] | None, str]:
+    """The client quotas on `client_ids` (None when there are none to read), or None and why they could not be read."""
+    if not client_ids:
+        return None, ""
+    try:
+        return admin.describe_client_quotas(client_ids), ""
+    except ClientQuotaError as exc:
+        return None, (
+            f"client quotas could not be read: {exc}. Each quota/ row on cluster '{admin.cluster}' is planned "
+            "against what kmirror recorded, and apply cannot set them until this is fixed."
+        )
 
 
 def _topics_with_records(admin: KafkaAdmin, state: ClusterState, topics: Iterable[str]) -> set[str]:

@@ -1,4 +1,4 @@
-"""LiveState: topics, explicitly set configs, ACLs and consumer groups of every cluster the spec names.
+"""LiveState: topics, explicitly set configs, ACLs, consumer groups and client quotas of every cluster the spec names.
 
 Plain frozen dataclasses, cheap to build for 10,000 topics, with no client objects inside: the planner takes
 these values and never a Kafka client. `None` means "could not be read" (for ACLs: no authorizer), which the
@@ -65,6 +65,9 @@ class ClusterState:
     groups: Mapping[str, GroupInfo] = field(default_factory=dict)
     #: Brokers in the cluster's metadata; None: not read.
     brokers: int | None = None
+    #: Client quotas per client id ({quota name: value}), read only for the client ids a throttled flow names or
+    #: kmirror recorded; an id without quotas is absent. None: not read (no such id here, or the read failed).
+    quotas: Mapping[str, Mapping[str, float]] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from reconciler.plan.definition import KIND_ORDER, Plan, ResourceChange, StateRe
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.plan.jobs import plan_jobs
-from reconciler.plan.quotas import plan_quotas
+from reconciler.plan.quotas import live_quotas, plan_quotas
 from reconciler.plan.topics import TopicPlan, plan_internal_topics, plan_remote_topics
 from reconciler.spec.models import DesiredState
 
@@ -48,7 +48,7 @@ def build_plan(
         plan_internal_topics(desired, live, recorded),
         plan_remote_topics(desired, live, recorded),
         plan_acls(desired, live, recorded),
-        plan_quotas(desired, recorded),  # no live quotas: the Kafka client has no call to read them (quotas.py)
+        plan_quotas(desired, recorded, live_quotas(live)),
         plan_jobs(desired, recorded, jobs, live),
         plan_group_offsets(desired, live),
     ]

@@ -13,18 +13,20 @@ ever deleted). The quotas of a disabled flow are left as they are (its job is st
 throttle). Brokers enforce a quota on any client with that id, whether kmirror's job runs or not, and at once: a
 changed throttle takes effect without restarting the job (its digest holds only the client ids, not the rate).
 
-What the clusters hold is given as `live` when it could be read (cluster -> client id -> {quota name: value});
-`None` when it could not (the Kafka client kmirror uses has no client-quota admin call yet): then each row is
-planned against what kmirror recorded, and the plan says so in a warning.
+What the clusters hold comes in as `live` (cluster -> client id -> {quota name: value}), read through Kafka's Java
+Admin client by the live-state reader for exactly the client ids named here or recorded. A cluster missing from it
+was not read (Java or the Kafka client jars are missing, or the cluster refused: the live-state warnings say why);
+each row on it is planned against what kmirror recorded, and the plan says so in a warning.
 
 Pure: values in, values out. Must not: delete or change a quota kmirror did not record, or read a change's reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from reconciler.live.model import LiveState
 from reconciler.plan.definition import Action, Kind, ResourceChange, quota_address
 from reconciler.plan.inputs import RecordedState
 from reconciler.plan.topics import TopicPlan
@@ -39,10 +41,14 @@ RATE_NAMES = (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE)
 #: What the planner knows of the clusters' client quotas: cluster -> client id -> {quota name: value}.
 LiveQuotas = Mapping[str, Mapping[str, Mapping[str, float]]]
 
-UNREAD_WARNING = (
-    "client quotas cannot be read from the clusters (the Kafka client kmirror uses has no client-quota admin "
-    "call), so each quota/ row is planned against what kmirror recorded, not against the broker"
-)
+
+def unread_warning(clusters: Iterable[str]) -> str:
+    """The plan's warning when quota rows were planned against kmirror's record, not the brokers' quotas."""
+    names = ", ".join(f"'{c}'" for c in sorted(set(clusters)))
+    return (
+        f"client quotas were not read from cluster {names}, so its quota/ rows are planned against what kmirror "
+        "recorded, not against the broker"
+    )
 
 
 def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, dict[str, Any]]:
@@ -66,7 +72,15 @@ def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, dict[str, An
     return forms
 
 
+def live_quotas(live: LiveState) -> dict[str, Mapping[str, Mapping[str, float]]]:
+    """The client quotas the live state holds, per cluster that was read."""
+    return {name: state.quotas for name, state in live.clusters.items() if state.quotas is not None}
+
+
 def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas | None = None) -> TopicPlan:
+    """The quota rows: `live` holds the quotas of each cluster that was read (None: none was)."""
+    live = live or {}
+    unread: set[str] = set()
     out = TopicPlan()
     want: dict[str, dict[str, Any]] = {}
     for flow in desired.enabled_flows:
@@ -86,15 +100,18 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
     pending = {r.address for r in records if r.pending}  # an apply was killed before it confirmed the create
     for address in sorted(want.keys() | owned.keys()):
         wanted, mine = want.get(address), owned.get(address)
-        unread = None if address in pending else mine
-        current = unread if live is None else _live_form(live, wanted or mine or {})
+        form = wanted or mine or {}
+        cluster = str(form.get("cluster"))
+        read = cluster in live
+        recorded_form = None if address in pending else mine  # a pending create may not have happened
+        current = _live_form(live[cluster], form) if read else recorded_form
         if wanted is None:
             action = Action.DELETE
             gone = mine is not None and mine.get("flow") not in flows
             reason = f"flow {mine.get('flow')} was removed" if gone and mine else "the flow's throttle was removed"
-            # Not read (live is None): the recorded form says what to remove. Read and absent: nothing to remove,
-            # the delete only withdraws kmirror's record.
-            before = mine if live is None else current
+            # Not read: the recorded form says what to remove. Read and absent: nothing to remove, the delete only
+            # withdraws kmirror's record.
+            before = current if read else mine
         elif current is None:
             action, reason, before = Action.CREATE, f"throttle the flow to {_rate(wanted)} per second", None
         elif _rates(current) != _rates(wanted):
@@ -106,15 +123,17 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
         out.changes.append(
             ResourceChange(address=address, kind=Kind.QUOTA, action=action, before=before, after=wanted, reason=reason)
         )
-    if live is None and out.changes:
-        out.warnings.append(UNREAD_WARNING)
+        if not read:
+            unread.add(cluster)
+    if unread:
+        out.warnings.append(unread_warning(unread))
     return out
 
 
-def _live_form(live: LiveQuotas, like: Mapping[str, Any]) -> dict[str, Any] | None:
+def _live_form(quotas: Mapping[str, Mapping[str, float]], like: Mapping[str, Any]) -> dict[str, Any] | None:
     """The live quota on `like`'s client id in the form the planner compares (its rate names only), or None."""
     cluster, client_id = str(like.get("cluster")), str(like.get("client_id"))
-    values = live.get(cluster, {}).get(client_id, {})
+    values = quotas.get(client_id, {})
     rates = {name: int(values[name]) for name in RATE_NAMES if name in values}
     if not rates:
         return None

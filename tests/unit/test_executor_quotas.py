@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
+from reconciler.adapters.kafka_admin import Outcome
 from reconciler.executor import Executor
 from reconciler.plan.definition import KIND_ORDER, Action, Kind, Plan, ResourceChange
 from tests.unit.test_executor import Events, FakeAdmin, FakeRecorder, FakeRunner, create_topic, job
@@ -109,17 +109,3 @@ def test_a_delete_of_a_quota_already_gone_makes_no_call() -> None:
     gone = ResourceChange(address="quota/src/x", kind=Kind.QUOTA, action=Action.DELETE)
     events, outcomes, _, _ = run(gone)
     assert events == [] and [o.outcome for o in outcomes] == ["applied"]
-
-
-def test_the_kafka_admin_fails_each_quota_with_the_command_that_sets_it_by_hand() -> None:
-    admin = KafkaAdmin("onprem", {"bootstrap.servers": "127.0.0.1:1"}, timeout=1)
-    outcomes = admin.alter_client_quotas({"kmirror.s.f.source": {"consumer_byte_rate": 1e7}, "old": {"a_rate": None}})
-    assert [o.key for o in outcomes] == ["kmirror.s.f.source", "old"]
-    assert not any(o.ok or o.transient for o in outcomes)  # no retry can help
-    assert "no client-quota admin call" in outcomes[0].message
-    assert (
-        "kafka-configs.sh --bootstrap-server 127.0.0.1:1 --alter --entity-type clients "
-        "--entity-name kmirror.s.f.source --add-config consumer_byte_rate=10000000"
-    ) in outcomes[0].message
-    assert "--delete-config a_rate" in outcomes[1].message
-    assert admin.round_trips == 0  # nothing was sent

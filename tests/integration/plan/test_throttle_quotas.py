@@ -1,17 +1,17 @@
-"""A throttled flow on real clusters: the plan shows its two quotas, apply (which cannot set them: confluent-kafka has
-no client-quota admin call) fails them with a command that does it by hand and records nothing, and that command,
-run with Kafka's own tool, sets and removes the quota on the broker for the id kmirror named."""
+"""A throttled flow on real clusters, the whole journey: apply sets a fetch quota on the source and a produce quota on
+the target for the ids kmirror names (through Kafka's Java Admin client), the brokers hold them (read back through the
+adapter and, independently, with Kafka's own ConfigCommand), the next plan is empty, a changed throttle updates them,
+and removing the setting removes them; kmirror's state records them while they are its own."""
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.artifacts import jars
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, new_world
@@ -33,47 +33,63 @@ def _config_command(cluster: KafkaCluster, *args: str) -> str:
     return result.stdout
 
 
-def test_a_throttled_flow_plans_its_quotas_and_apply_says_how_to_set_them(
+def _quota_rows(world: World, spec: Path) -> dict[str, dict[str, object]]:
+    plan = world.plan_json(spec)
+    assert not [w for w in plan["warnings"] if "client quotas" in w], plan["warnings"]  # read from the brokers
+    return {c["address"]: c for c in plan["changes"] if c["kind"] == "quota"}
+
+
+def _apply(world: World, spec: Path) -> None:
+    world.kmirror("apply", "-f", str(spec), "--auto-approve", check=True)
+
+
+def test_a_throttle_is_set_read_back_changed_and_removed_on_the_brokers(
     tmp_path: Path, source: KafkaCluster, target: KafkaCluster
 ) -> None:
     world: World = new_world(tmp_path, source, target)
-    spec = world.spec("replication: {throttle: 10MB}")
     source_id = f"kmirror.{world.state_topic}.f{world.id}.source"
     target_id = f"kmirror.{world.state_topic}.f{world.id}.target"
+    src_row, dst_row = f"quota/{world.src}/{source_id}", f"quota/{world.dst}/{target_id}"
+    src_admin, dst_admin = KafkaAdmin(world.src, source.config()), KafkaAdmin(world.dst, target.config())
 
-    plan = world.plan_json(spec)
-    quotas = {c["address"]: c for c in plan["changes"] if c["kind"] == "quota"}
-    assert set(quotas) == {f"quota/{world.src}/{source_id}", f"quota/{world.dst}/{target_id}"}
-    assert quotas[f"quota/{world.src}/{source_id}"]["after"]["consumer_byte_rate"] == 10_000_000
-    assert quotas[f"quota/{world.dst}/{target_id}"]["after"]["producer_byte_rate"] == 10_000_000
-    assert any("client quotas cannot be read" in w for w in plan["warnings"])
+    def on_brokers() -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+        return src_admin.describe_client_quotas([source_id]), dst_admin.describe_client_quotas([target_id])
 
-    applied = world.kmirror("apply", "-f", str(spec), "--auto-approve")
-    output = applied.stdout + applied.stderr
-    assert applied.returncode == 1, output
-    assert "no client-quota admin call" in output
+    # Set: the plan reads the (absent) quotas, apply sets both, the brokers hold them.
+    spec = world.spec("replication: {throttle: 10MB}")
+    rows = _quota_rows(world, spec)
+    assert {a: r["action"] for a, r in rows.items()} == {src_row: "create", dst_row: "create"}
+    _apply(world, spec)
+    assert on_brokers() == ({source_id: {"consumer_byte_rate": 1e7}}, {target_id: {"producer_byte_rate": 1e7}})
+    describe = ["--describe", "--entity-type", "clients", "--entity-name", source_id]
+    shown = _config_command(target, "--bootstrap-server", source.bootstrap_servers, *describe)
+    assert "consumer_byte_rate=1.0E7" in shown  # Kafka's own tool sees what kmirror set
     listed = world.kmirror("state", "list", "-f", str(spec), check=True).stdout
-    assert "quota/" not in listed  # not set, so not kmirror's: the next plan creates them again
-    assert {c["address"] for c in world.plan_json(spec)["changes"] if c["kind"] == "quota"} == set(quotas)
+    assert src_row in listed and dst_row in listed
+    assert _quota_rows(world, spec) == {}  # applied: nothing left to do
 
-    # The command apply printed for the source quota, run with Kafka's own tool, sets it on the broker.
-    printed = re.search(
-        rf"kafka-configs\.sh (--bootstrap-server \S+ .*?--entity-name {re.escape(source_id)} \S+ \S+)", output
+    # Change: both quotas updated in place, from what the brokers hold.
+    spec = world.spec("replication: {throttle: 20MB}")
+    rows = _quota_rows(world, spec)
+    assert {a: r["action"] for a, r in rows.items()} == {src_row: "update", dst_row: "update"}
+    assert rows[src_row]["before"] == {
+        "cluster": world.src,
+        "client_id": source_id,
+        "flow": f"f{world.id}",
+        "consumer_byte_rate": 10_000_000,
+    }
+    _apply(world, spec)
+    assert on_brokers() == ({source_id: {"consumer_byte_rate": 2e7}}, {target_id: {"producer_byte_rate": 2e7}})
+
+    # Remove the setting: the quotas go from the brokers and from kmirror's state.
+    spec = world.spec("")
+    rows = _quota_rows(world, spec)
+    assert {a: r["action"] for a, r in rows.items()} == {src_row: "delete", dst_row: "delete"}
+    _apply(world, spec)
+    assert on_brokers() == ({}, {})
+    assert "consumer_byte_rate" not in _config_command(
+        target, "--bootstrap-server", source.bootstrap_servers, *describe
     )
-    assert printed is not None, output
-    args = shlex.split(printed.group(1))
-    assert args[1] == source.bootstrap_servers
-    _config_command(target, *args)
-    describe = ["--bootstrap-server", source.bootstrap_servers, "--describe", "--entity-type", "clients"]
-    assert "consumer_byte_rate=1.0E7" in _config_command(target, *describe, "--entity-name", source_id)
-    remove = [
-        "--alter",
-        "--entity-type",
-        "clients",
-        "--entity-name",
-        source_id,
-        "--delete-config",
-        "consumer_byte_rate",
-    ]
-    _config_command(target, "--bootstrap-server", source.bootstrap_servers, *remove)
-    assert "consumer_byte_rate" not in _config_command(target, *describe, "--entity-name", source_id)
+    listed = world.kmirror("state", "list", "-f", str(spec), check=True).stdout
+    assert "quota/" not in listed
+    assert _quota_rows(world, spec) == {}

@@ -1,16 +1,19 @@
 """A flow's `replication.throttle` planned as client quotas on the job's own client ids: created, changed, removed
-with the setting (only quotas kmirror recorded), left alone when nothing changed, and never redeploying the job."""
+with the setting (only quotas kmirror recorded), left alone when nothing changed, never redeploying the job; against
+the brokers' quotas where they were read, against kmirror's record (with a warning) where they were not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from reconciler.live.model import LiveState
 from reconciler.plan.builder import PlanError
 from reconciler.plan.definition import Action, Kind
 from reconciler.plan.inputs import RecordedResource, RecordedState
-from reconciler.plan.quotas import UNREAD_WARNING, plan_quotas
+from reconciler.plan.quotas import plan_quotas, unread_warning
 from tests.unit.plan.builders import by_address, desired, live, owned, plan, running
 
 pytestmark = pytest.mark.unit
@@ -30,6 +33,12 @@ def _owned_quotas(rate: int, *, flow: str = "f", pending: bool = False) -> Recor
     return RecordedState(lineage=base.lineage, serial=base.serial, resources=resources)
 
 
+def _with_quotas(lv: LiveState, **quotas: dict[str, dict[str, float]]) -> LiveState:
+    """`lv` with the client quotas read from the named clusters."""
+    clusters = {n: replace(c, quotas=quotas[n]) if n in quotas else c for n, c in lv.clusters.items()}
+    return replace(lv, clusters=clusters)
+
+
 def _quotas(p: Any) -> dict[str, Any]:
     return {a: c for a, c in by_address(p).items() if c.kind == Kind.QUOTA}
 
@@ -47,7 +56,10 @@ def test_a_throttle_creates_a_fetch_quota_on_the_source_and_a_produce_quota_on_t
     }
     assert quotas[TARGET].after is not None and quotas[TARGET].after["producer_byte_rate"] == 10_000_000
     assert "consumer_byte_rate" not in quotas[TARGET].after
-    assert UNREAD_WARNING in p.warnings  # planned from the record: the plan says it did not read the brokers
+    assert unread_warning(["src", "dst"]) in p.warnings  # not read: the plan says it did not ask the brokers
+    read = plan(desired("replication: {throttle: 10MB}"), _with_quotas(live(), src={}, dst={}))
+    assert {c.action for c in _quotas(read).values()} == {Action.CREATE}
+    assert not [w for w in read.warnings if "client quotas" in w]
 
 
 def test_quotas_are_listed_before_the_job_they_throttle() -> None:
@@ -59,7 +71,12 @@ def test_quotas_are_listed_before_the_job_they_throttle() -> None:
 def test_an_applied_throttle_plans_nothing() -> None:
     p = plan(desired("replication: {throttle: 10MB}"), live(), _owned_quotas(10_000_000))
     assert _quotas(p) == {}
-    assert UNREAD_WARNING not in p.warnings
+    assert not [w for w in p.warnings if "client quotas" in w]
+    src_id, dst_id = SOURCE.split("/")[2], TARGET.split("/")[2]
+    on_brokers = _with_quotas(
+        live(), src={src_id: {"consumer_byte_rate": 1e7}}, dst={dst_id: {"producer_byte_rate": 1e7}}
+    )
+    assert _quotas(plan(desired("replication: {throttle: 10MB}"), on_brokers, _owned_quotas(10_000_000))) == {}
 
 
 def test_a_changed_throttle_updates_both_quotas_and_does_not_redeploy_the_job() -> None:
@@ -125,8 +142,20 @@ def test_live_quotas_when_readable_decide_the_action() -> None:
     taken = plan_quotas(ds, owned(), same)
     assert {c.action for c in taken.changes} == {Action.UPDATE} and not taken.warnings
     # Removed by hand, then the setting removed: the delete only withdraws kmirror's record.
-    gone = plan_quotas(desired(""), _owned_quotas(10_000_000), {}).changes
+    gone = plan_quotas(desired(""), _owned_quotas(10_000_000), {"src": {}, "dst": {}}).changes
     assert {c.action for c in gone} == {Action.DELETE} and all(c.before is None for c in gone)
+
+
+def test_a_cluster_whose_quotas_were_not_read_is_planned_from_the_record_and_named_in_a_warning() -> None:
+    ds = desired("replication: {throttle: 10MB}")
+    dst_id = TARGET.split("/")[2]
+    # Only the target was read (the source refused): the target's drift shows, the source's row trusts the record.
+    result = plan_quotas(ds, _owned_quotas(10_000_000), {"dst": {dst_id: {"producer_byte_rate": 2e6}}})
+    assert [(c.address, c.action) for c in result.changes] == [(TARGET, Action.UPDATE)]
+    assert result.warnings == []  # the source's row needs no change, so nothing was guessed
+    removed = plan_quotas(desired(""), _owned_quotas(10_000_000), {"dst": {}})
+    assert {c.address: c.before is None for c in removed.changes} == {SOURCE: False, TARGET: True}
+    assert removed.warnings == [unread_warning(["src"])]
 
 
 def test_a_client_id_the_flow_sets_itself_is_the_one_throttled() -> None:
