@@ -5,6 +5,7 @@ and removing the setting removes them; kmirror's state records them while they a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.artifacts import jars
+from reconciler.artifacts.quota_tool import quota_tool_command
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, new_world
 
@@ -93,3 +95,17 @@ def test_a_throttle_is_set_read_back_changed_and_removed_on_the_brokers(
     listed = world.kmirror("state", "list", "-f", str(spec), check=True).stdout
     assert "quota/" not in listed
     assert _quota_rows(world, spec) == {}
+
+
+def test_the_quota_tool_refuses_a_bad_request_without_echoing_it() -> None:
+    """The real Java tool: a request it cannot read is exit 2 and one JSON error that names no part of it (the
+    request carries the cluster's secrets)."""
+    secret = "do-not-print-this-password"
+    truncated = f'{{"properties": {{"sasl.jaas.config": "{secret}"}}, "op": "describe", "client_ids": ['
+    result = subprocess.run(quota_tool_command(), input=truncated, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert json.loads(result.stdout) == {
+        "error": f"bad request: invalid JSON at character {len(truncated)} (unexpected end)",
+        "transient": False,
+    }
+    assert secret not in result.stdout + result.stderr
