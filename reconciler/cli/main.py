@@ -153,7 +153,7 @@ def _message(text: str) -> str:
 
 def _wants_json(argv: list[str]) -> bool:
     """`--format json` (or `--format=json`) among the arguments of a command that prints JSON errors."""
-    if not {"validate", "plan", "status"} & set(argv):
+    if not {"validate", "plan", "status", "verify"} & set(argv):
         return False
     pairs = zip(argv, [*argv[1:], ""], strict=True)
     return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in pairs)

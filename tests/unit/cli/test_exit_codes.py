@@ -99,7 +99,7 @@ def test_detailed_exitcode_is_2_only_for_changes(
     assert plain.exit_code == 0, plain.output
 
 
-@pytest.mark.parametrize("command", ["validate", "plan", "status"])
+@pytest.mark.parametrize("command", ["validate", "plan", "status", "verify"])
 def test_a_usage_error_with_format_json_still_prints_a_json_document(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--format", "json", "--timeout-typo", "3"])
     assert result.exit_code == 1
