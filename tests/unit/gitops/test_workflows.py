@@ -7,9 +7,11 @@ actionlint (make lint) checks syntax, expressions and the calls between the file
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from tests.workflows import ACTION, EXAMPLE_WORKFLOWS, REUSABLE, ROOT, FakeGitHu
 
 pytestmark = pytest.mark.unit
 
-KINDS = ("plan", "apply", "drift")
+KINDS = ("plan", "apply", "drift", "verify")
 ALL_FILES = sorted([*ROOT.glob(".github/workflows/*.yml"), ACTION, *EXAMPLE_WORKFLOWS.glob("*.yml")])
 
 
@@ -132,6 +134,20 @@ def test_drift_plans_with_detailed_exitcode_and_fails_only_on_errors() -> None:
     assert issue_step["if"] == "steps.plan.outputs.exitcode == '0' || steps.plan.outputs.exitcode == '2'"
 
 
+def test_verify_runs_each_flow_with_detailed_exitcode_and_a_report_file() -> None:
+    doc = reusable("verify")
+    assert doc["on"]["workflow_call"]["inputs"]["label"]["default"] == "kmirror-verify"
+    job = only_job(doc)
+    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    run = step(job, "verify")["run"]
+    assert 'kmirror verify -f "$CONFIG" --flow "$flow" "${args[@]}" -o "$report"' in run
+    assert "--format markdown --detailed-exitcode" in run and "$GITHUB_STEP_SUMMARY" in run
+    assert step(job, "Open, update or close the verify issue")["if"] == (
+        "steps.verify.outputs.verdict == 'ok' || steps.verify.outputs.verdict == 'mismatch'"
+    )
+    assert step(job, "Fail on a mismatch or an error")["if"].startswith("always()")
+
+
 # -- the callers in examples/gitops-repo ------------------------------------------------------------------------
 
 
@@ -165,6 +181,8 @@ def test_example_triggers() -> None:
     assert apply["on"]["push"]["branches"] == ["main"]
     assert apply["concurrency"]["cancel-in-progress"] is False
     assert example("drift")["on"]["schedule"][0]["cron"]
+    assert example("verify")["on"]["schedule"][0]["cron"]
+    assert example("verify")["concurrency"]["cancel-in-progress"] is False
 
 
 def test_example_config_references_secrets_and_names_the_schema() -> None:
@@ -223,7 +241,7 @@ def test_a_fork_gets_no_secret_and_no_plan() -> None:
 
 
 #: The steps that run `kmirror plan` or `kmirror apply`, per reusable workflow: the only ones given the plan key.
-PLAN_KEY_STEPS = {"plan": {"plan"}, "apply": {"apply"}, "drift": {"plan"}}
+PLAN_KEY_STEPS: dict[str, set[str]] = {"plan": {"plan"}, "apply": {"apply"}, "drift": {"plan"}, "verify": set()}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -369,3 +387,88 @@ def test_drift_issue_of_another_config_is_left_alone(tmp_path: Path) -> None:
     assert gh.issues[0]["state"] == "open"
     _drift(gh, tmp_path, 2)
     assert len(gh.issues) == 2 and gh.issues[0]["body"] == "<!-- kmirror-config: other.yaml -->"
+
+
+# -- the verify workflow: its step against a fake kmirror, its issue against a fake GitHub ------------------------
+
+FAKE_KMIRROR = """#!/usr/bin/env bash
+# validate lists the flows; verify behaves per flow name: good 0, inflight 2, bad 1 (report), broken 1 (none)
+if [ "$1" = validate ]; then echo '{"ok": true, "flows": ["good", "inflight", "bad", "broken"]}'; exit 0; fi
+while [ $# -gt 0 ]; do
+  case $1 in --flow) flow=$2; shift ;; -o) out=$2; shift ;; esac
+  shift
+done
+case $flow in
+  good) echo "### report of good: match" > "$out"; exit 0 ;;
+  inflight) echo "### report of inflight: match, incomplete" > "$out"; exit 2 ;;
+  bad) echo "### report of bad: MISMATCH: 1 missing" > "$out"; exit 1 ;;
+  *) echo "Error: cluster did not answer" >&2; exit 1 ;;
+esac
+"""
+
+
+def _verify_step(tmp: Path, flows: str, fail_on_incomplete: str = "false") -> tuple[Any, str, str]:
+    from tests.workflows import Runner
+
+    fake = tmp / "fake-bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "kmirror").write_text(FAKE_KMIRROR)
+    (fake / "kmirror").chmod(0o755)
+    runner = Runner(tmp / "work")
+    runner.summary.write_text("")
+    path = os.pathsep.join([str(fake), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    result = runner.run(only_job(reusable("verify")), "verify", CONFIG="kmirror.yaml", FLOWS=flows, TOPICS="",
+                        SINCE="24h", SAMPLE="1", MAX_RPS="", ENGINE="python", TIMEOUT="30",
+                        FAIL_ON_INCOMPLETE=fail_on_incomplete, PATH=path)  # fmt: skip
+    not_ok = (runner.temp / "kmirror-verify" / "not-ok.md").read_text()
+    return result, runner.summary.read_text(), not_ok
+
+
+def test_the_verify_step_reports_every_flow_and_files_only_the_ones_not_ok(tmp_path: Path) -> None:
+    result, summary, not_ok = _verify_step(tmp_path, "good inflight")
+    assert result.returncode == 0, result.stderr
+    assert result.outputs["verdict"] == "ok" and result.outputs["errors"] == "0"
+    assert "report of good" in summary and "report of inflight" in summary and not_ok == ""
+
+    result, summary, not_ok = _verify_step(tmp_path, "good inflight", fail_on_incomplete="true")
+    assert result.outputs["verdict"] == "mismatch" and "report of inflight" in not_ok and "good" not in not_ok
+
+    result, summary, not_ok = _verify_step(tmp_path, "")  # every flow of the file, from kmirror validate
+    assert result.returncode == 0, result.stderr
+    assert result.outputs["verdict"] == "mismatch" and result.outputs["errors"] == "1"
+    assert "report of bad" in not_ok and "report of good" not in not_ok and "inflight" not in not_ok
+    assert "flow `broken`" in summary and "before it could report" in summary
+    assert "::error::kmirror verify of flow broken failed (exit 1)" in result.stdout
+
+    result, _, not_ok = _verify_step(tmp_path, "good broken")  # an error only: the issue is left as it is
+    assert result.outputs["verdict"] == "error" and not_ok == ""
+
+
+def _verify_issue(gh: FakeGitHub, tmp: Path, verdict: str, report: str = "### report of bad\n") -> None:
+    report_file = tmp / "not-ok.md"
+    report_file.write_text(report)
+    script = script_of(only_job(reusable("verify")), "Open, update or close the verify issue")
+    env = {"CONFIG": "kmirror.yaml", "VERDICT": verdict, "LABEL": "kmirror-verify", "REPORT_FILE": str(report_file)}
+    gh.run(script, env, tmp)
+
+
+@needs_node
+def test_verify_opens_one_issue_updates_it_and_closes_it_when_every_flow_verifies(tmp_path: Path) -> None:
+    gh = FakeGitHub()
+    _verify_issue(gh, tmp_path, "ok")
+    assert gh.issues == [] and gh.calls == []
+
+    _verify_issue(gh, tmp_path, "mismatch", "### flow a: MISMATCH: 3 missing\n")
+    (issue,) = gh.issues
+    assert issue["state"] == "open" and issue["labels"] == ["kmirror-verify"]
+    assert issue["title"] == "kmirror verify: kmirror.yaml"
+    assert "3 missing" in issue["body"] and "<!-- kmirror-config: kmirror.yaml -->" in issue["body"]
+
+    _verify_issue(gh, tmp_path, "mismatch", "### flow a: MISMATCH: 1 different\n")
+    assert len(gh.issues) == 1 and "1 different" in gh.issues[0]["body"]
+    assert gh.calls == [["updateIssue", issue["number"], "edit"]]
+
+    _verify_issue(gh, tmp_path, "ok")
+    assert gh.issues[0]["state"] == "closed"
+    closing = [c for c in gh.comments if c["issue_number"] == issue["number"]]
+    assert len(closing) == 1 and "verifies again" in closing[0]["body"]
