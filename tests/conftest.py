@@ -37,6 +37,7 @@ _LONG_GROUPS = (
     "release",
     "faults-eos",
     "tests/integration/replication/test_standalone_runner.py",  # about 4-5 minutes
+    "tests/integration/replication/test_exactly_once_job.py",  # about 5-6 minutes (2026-11-27)
     "tests/integration/replication/test_realtime_mode.py",
     "tests/integration/replication/test_job_truth.py",
     "tests/integration/replication/test_replication_job.py",
@@ -44,6 +45,8 @@ _LONG_GROUPS = (
     "tests/integration/plan/test_plan_apply.py",
     "tests/e2e/test_tls_security.py",
     "tests/integration/plan/test_flow_lifecycle.py",  # about 1.5 minutes
+    "tests/integration/verify/test_verify.py",  # about 2 minutes (2026-11-27)
+    "tests/integration/cli/test_sentinel_environments.py",  # about 1.5 minutes, no broker
 )
 
 

@@ -105,7 +105,7 @@ def test_two_files_in_one_folder_keep_their_own_jobs_and_a_fresh_checkout_sees_t
     # The hourly drift check, as the workflow runs it, in a fresh checkout of the config repository.
     fresh = tmp_path_factory.mktemp("fresh-checkout")
     shutil.copy(base / "b.yaml", fresh / "kmirror.yaml")
-    runner = Runner(fresh, env={"CONFIG": "kmirror.yaml"})
+    runner = Runner(fresh, env={"CONFIG": "kmirror.yaml", "KMIRROR_PLAN_KEY": "drift-check-key-0123456789"})
     drift = runner.run(only_job(load(REUSABLE / "kmirror-drift.yml")), "plan", TIMEOUT="30")
     assert drift.outputs["exitcode"] == "0", drift.stdout + drift.stderr
 
