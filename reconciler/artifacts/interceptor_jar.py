@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
-import tempfile
-import zipfile
 from importlib import resources
 from pathlib import Path
 
 from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
+from reconciler.artifacts.java_build import compile_jar
 
 _SOURCES = (
     "ReplicationInterceptor.java",
@@ -70,21 +68,4 @@ def interceptor_jar() -> Path:
     # kafka-clients, and Spark's Kafka source (GroupedKafkaSource wraps it)
     clients = [p for p in spark_kafka_jars() if p.name.startswith(("kafka-clients-", "spark-sql-kafka-"))]
     clients.append(Path(pyspark.__file__).parent / "jars" / "*")  # ForeachWriter, Row, scala-library
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as work:
-        paths = []
-        for name, text in sources.items():
-            (Path(work) / name).write_bytes(text)
-            paths.append(str(Path(work) / name))
-        classes = Path(work) / "classes"
-        cmd = [javac, "--release", "11", "-nowarn", "-cp", ":".join(map(str, clients)), "-d", str(classes), *paths]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise ArtifactError(f"could not compile the producer interceptor:\n{result.stdout}{result.stderr}")
-        staging = Path(work) / "interceptor.jar"
-        with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: kmirror\n\n")
-            for cls in sorted(classes.rglob("*.class")):
-                jar.write(cls, cls.relative_to(classes).as_posix())
-        staging.replace(target)  # atomic: a reader never sees half a jar
-    return target
+    return compile_jar(javac, sources, clients, target, "the producer interceptor")

@@ -16,13 +16,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
-import zipfile
 from importlib import resources
 from pathlib import Path
 
 from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
+from reconciler.artifacts.java_build import compile_jar
 
 SOURCE = "ClientQuotas.java"
 MAIN_CLASS = "io.kmirror.quotas.ClientQuotas"
@@ -73,22 +71,7 @@ def quota_tool_jar() -> Path:
             "client quotas (replication.throttle) are set with Kafka's Java Admin client, and kmirror builds its small "
             f"tool for that once with `javac`, which is not on PATH or in $JAVA_HOME/bin: install {INSTALL_HINT}"
         )
-    classpath = ":".join(str(p) for p in client_jars())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as work:
-        (Path(work) / SOURCE).write_bytes(source)
-        classes = Path(work) / "classes"
-        cmd = [javac, "--release", "11", "-nowarn", "-cp", classpath, "-d", str(classes), str(Path(work) / SOURCE)]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise ArtifactError(f"could not compile kmirror's client-quota tool:\n{result.stdout}{result.stderr}")
-        staging = Path(work) / "quotas.jar"
-        with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: kmirror\n\n")
-            for cls in sorted(classes.rglob("*.class")):
-                jar.write(cls, cls.relative_to(classes).as_posix())
-        staging.replace(target)  # atomic: a reader never sees half a jar
-    return target
+    return compile_jar(javac, {SOURCE: source}, client_jars(), target, "kmirror's client-quota tool")
 
 
 def quota_tool_command() -> list[str]:
