@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler.adapters.checkpointer import Checkpointer, CycleReport
-from reconciler.mm2.wire import OffsetSync
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.kafka_clients.checkpointer import Checkpointer, CycleReport
 from reconciler.spec.loader import load_text
 
 

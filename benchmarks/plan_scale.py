@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler import operations
 from reconciler.adapters.live_reader import admins_for
+from reconciler.app import operations
 from reconciler.devenv import kafka_local
 from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
 from reconciler.spec.loader import load_text

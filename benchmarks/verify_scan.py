@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler.mm2.wire import OffsetSync
+from reconciler.core.mm2.wire import OffsetSync
 from reconciler.spec.loader import load_text
 from reconciler.verify.run import verify
 

@@ -5,7 +5,7 @@ source groups passing their group filters, the same groups on the target, and ea
 the end. Source and target groups are read once per cluster, for all flows at once, in parallel.
 `with_exact_offsets` adds, per flow, whether each committed offset translates exactly (the records after its
 offset-sync read on both clusters and matched, `reconciler.adapters.record_ranges`, the decision
-`reconciler.offsets.exact`) or conservatively, and why; `kmirror plan` and `kmirror cutover` both call it, so
+`reconciler.core.offsets.exact`) or conservatively, and why; `kmirror plan` and `kmirror cutover` both call it, so
 they answer the same for the same records. It never fails: a read that cannot be made answers "exactness
 unknown" with the reason. `write_group_offsets` writes one `group_offsets` change's `after` (the executor's
 action). A target group that
@@ -23,15 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Protocol
 
-from reconciler.adapters.checkpointer import syncs_location
-from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
-from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.adapters.record_ranges import translate_exactly
 from reconciler.adapters.replication_lag import replication_lag
+from reconciler.core.offsets.exact import ExactTranslation, exact_requests, unknown
+from reconciler.core.offsets.history import SyncHistory
+from reconciler.kafka_clients.admin import KafkaAdmin, Outcome
+from reconciler.kafka_clients.offset_syncs import read_offset_syncs
 from reconciler.live.model import GroupInfo, LiveState
-from reconciler.offsets.exact import ExactTranslation, exact_requests, unknown
-from reconciler.offsets.history import SyncHistory
-from reconciler.plan.group_offsets import flow_source_groups
+from reconciler.live.selection import flow_source_groups
 from reconciler.spec.models import DesiredState, FlowSpec
 
 EXACT_BUDGET = 10.0
@@ -57,7 +56,7 @@ def with_group_offsets(
         return admins[cluster].groups(lambda g: any(f.group_matches(g) for f in wanted))
 
     def syncs(flow: FlowSpec) -> SyncHistory | None:
-        cluster, topic = syncs_location(flow)
+        cluster, topic = flow.syncs_location()
         return read_offset_syncs(desired.client_config(cluster), topic, timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=4) as pool:

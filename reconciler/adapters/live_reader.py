@@ -19,14 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
-from reconciler.adapters.client_quotas import ClientQuotaError
 from reconciler.adapters.group_offsets import EXACT_BUDGET, with_exact_offsets, with_group_offsets
-from reconciler.adapters.kafka_admin import KafkaAdmin, TopicMeta
+from reconciler.kafka_clients.admin import KafkaAdmin, TopicMeta
+from reconciler.kafka_clients.client_quotas import ClientQuotaError
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
-from reconciler.plan.definition import Kind, topic_address
-from reconciler.plan.inputs import RecordedState
-from reconciler.plan.quotas import flow_quotas
-from reconciler.plan.topics import replicated_topics
+from reconciler.live.selection import throttled_clients
+from reconciler.resources.addresses import Kind, topic_address
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.client_config import java_client_properties
 from reconciler.spec.models import DesiredState
 
@@ -57,8 +56,8 @@ def quota_client_ids(desired: DesiredState, recorded: RecordedState) -> dict[str
     """Per cluster, the client ids whose quotas the planner compares: those of throttled flows, and recorded ones."""
     ids: dict[str, set[str]] = {}
     for flow in desired.enabled_flows:
-        for form in flow_quotas(desired, flow).values():
-            ids.setdefault(str(form["cluster"]), set()).add(str(form["client_id"]))
+        for client in throttled_clients(desired, flow):
+            ids.setdefault(client.cluster, set()).add(client.client_id)
     for res in recorded.of_kind(Kind.QUOTA):
         ids.setdefault(str(res.attributes.get("cluster")), set()).add(str(res.attributes.get("client_id")))
     return ids
@@ -84,7 +83,7 @@ def read_live_state(
     unowned_targets: dict[str, set[str]] = {name: set() for name in admins}
     read_acls: set[str] = set()
     for flow in desired.enabled_flows:
-        remote_of = replicated_topics(flow, bare[flow.source])
+        remote_of = flow.remote_topics(bare[flow.source].topics)
         describe[flow.source].update(t for t in remote_of if t in bare[flow.source].topics)
         target_topics = bare[flow.target].topics
         for remote in remote_of.values():

@@ -1,10 +1,10 @@
 """Reading the records after an offset-sync on both clusters, for the exact cutover.
 
 For each committed source offset G of a flow's groups and its newest offset-sync (U, D) with U <= G
-(`reconciler.offsets.exact.exact_requests`), `translate_exactly` reads, read_committed:
+(`reconciler.core.offsets.exact.exact_requests`), `translate_exactly` reads, read_committed:
   - on the source, the records of the partition from U up to and including the first one at or after G;
   - on the target, as many records of the remote partition from D, plus one;
-and hands them to `reconciler.offsets.exact.match_exact`, which says whether the copy matches record for record
+and hands them to `reconciler.core.offsets.exact.match_exact`, which says whether the copy matches record for record
 and what the exact offset is. Reads are bounded: at most `offset_lag_max + EXACT_MARGIN` records per range are
 kept and compared (a sync is written at least every `offset_lag_max` records, so more means syncs are missing:
 conservative); the consumer's prefetch may fetch a little more, within its fetch size settings. Requests sharing
@@ -12,7 +12,7 @@ a partition and a sync share one read, and the ranges of all partitions are read
 (a partition whose groups sit after two different syncs takes two rounds). Pausing a finished partition was
 tried and dropped: it stalled the other partitions' reads until the timeout.
 
-Must not: decide the answer (that is `reconciler.offsets.exact`), write anything, commit an offset (its
+Must not: decide the answer (that is `reconciler.core.offsets.exact`), write anything, commit an offset (its
 consumers never join or commit a group), or read more than the bound per range.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from reconciler.offsets.exact import (
+from reconciler.core.offsets.exact import (
     ExactRequest,
     ExactTranslation,
     Record,

@@ -18,9 +18,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
-from reconciler.mm2.wire import TopicPartition as Tp
-from reconciler.offsets.checkpoints import Translator
+from reconciler.core.mm2.wire import TopicPartition as Tp
+from reconciler.core.offsets.checkpoints import Translator
+from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.spec.models import DesiredState, FlowSpec
 
 __all__ = ["replication_lag"]

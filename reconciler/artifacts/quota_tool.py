@@ -1,4 +1,4 @@
-"""Builds and locates kmirror's client-quota tool: `reconciler/adapters/jvm/ClientQuotas.java`, a tiny program on
+"""Builds and locates kmirror's client-quota tool: `reconciler/kafka_clients/jvm/ClientQuotas.java`, a tiny program on
 Kafka's own Java Admin client, which sets and reads client quotas (KIP-546) for the Kafka admin adapter (its Python
 client, librdkafka, has no such call).
 
@@ -29,7 +29,7 @@ INSTALL_HINT = "pip install 'kmirror[spark]' (Kafka's Java client jars) and a JD
 
 
 def _source() -> bytes:
-    return (resources.files("reconciler.adapters") / "jvm" / SOURCE).read_bytes()
+    return (resources.files("reconciler.kafka_clients") / "jvm" / SOURCE).read_bytes()
 
 
 def quota_tool_version(source: bytes | None = None) -> str:

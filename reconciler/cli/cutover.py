@@ -1,6 +1,6 @@
 """`kmirror cutover`: move a flow's consumers to the target (the migration procedure), or check readiness.
 
-Renders what `reconciler.cutover` reports; decides nothing itself.
+Renders what `reconciler.app.cutover` reports; decides nothing itself.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 
 import click
 
-from reconciler import cutover as use_case
+from reconciler.app import cutover as use_case
 from reconciler.cli.options import file_option
 from reconciler.spec import load
 

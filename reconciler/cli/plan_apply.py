@@ -13,15 +13,16 @@ from pathlib import Path
 
 import click
 
-from reconciler import operations
+from reconciler.app import operations
+from reconciler.app.executor import ChangeOutcome
 from reconciler.cli.diagnostics import json_errors, located_in
 from reconciler.cli.extras import require_module
 from reconciler.cli.options import file_option
 from reconciler.cli.planfile import plan_key, read_plan
 from reconciler.cli.progress import status
 from reconciler.errors import KmirrorError
-from reconciler.executor import ChangeOutcome
-from reconciler.plan.definition import Action, Kind, Plan
+from reconciler.plan.definition import Action, Plan
+from reconciler.resources.addresses import Kind
 from reconciler.spec import load
 
 _target_option = click.option(

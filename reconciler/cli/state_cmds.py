@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from reconciler import operations
+from reconciler.app import operations
 from reconciler.cli.import_mm2 import mm2
 from reconciler.cli.options import file_option
 from reconciler.spec import load

@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import click
 
+from reconciler.app.flow_status import FlowStatus, status_of
 from reconciler.cli.diagnostics import json_errors, located_in
 from reconciler.cli.options import file_option
 from reconciler.errors import KmirrorError, ManyErrors
 from reconciler.spec import load
 from reconciler.spec.models import DesiredState
-from reconciler.status import FlowStatus, status_of
 
 
 @click.command("status")
@@ -74,7 +74,7 @@ def _clusters_of(desired: DesiredState, flows: tuple[str, ...]) -> list[str]:
 
 def require_reachable(desired: DesiredState, clusters: list[str], timeout: float) -> None:
     """Ask every cluster for its metadata in parallel; raise naming each one that did not answer in `timeout`."""
-    from reconciler.adapters.kafka_admin import KafkaAdmin
+    from reconciler.kafka_clients.admin import KafkaAdmin
 
     def probe(name: str) -> KmirrorError | None:
         try:

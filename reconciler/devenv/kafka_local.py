@@ -30,7 +30,7 @@ from pathlib import Path
 
 from reconciler.devenv import jars
 from reconciler.errors import DevEnvError
-from reconciler.processes import alive
+from reconciler.runners.processes import alive
 
 LOOPBACK = "127.0.0.1"
 _RECORD = "cluster.json"

@@ -13,8 +13,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from reconciler.offsets.checkpoints import Translator
-    from reconciler.offsets.exact import ExactTranslation
+    from reconciler.core.offsets.checkpoints import Translator
+    from reconciler.core.offsets.exact import ExactTranslation
 
 Permission = Literal["ALLOW", "DENY"]
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from reconciler.live.model import AclEntry, LiveState
-from reconciler.plan.definition import Action, Kind, ResourceChange, acl_address
-from reconciler.plan.inputs import RecordedState
-from reconciler.plan.topics import TopicPlan, replicated_topics
+from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.topics import TopicPlan
+from reconciler.resources.addresses import Kind, acl_address
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
 
 Key = tuple[str, str, str, str]  # cluster, principal, operation, topic
@@ -54,7 +55,7 @@ def plan_acls(desired: DesiredState, live: LiveState, recorded: RecordedState) -
             )
             continue
         readable_targets.add(flow.target)
-        remote_of = replicated_topics(flow, source)
+        remote_of = flow.remote_topics(source.topics)
         for entry in source.acls:
             if entry.resource_name not in remote_of:
                 continue

@@ -15,10 +15,11 @@ from reconciler.live.model import LiveState
 from reconciler.plan.acls import plan_acls
 from reconciler.plan.definition import KIND_ORDER, Plan, ResourceChange, StateRef, summarize
 from reconciler.plan.group_offsets import plan_group_offsets
-from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.plan.jobs import plan_jobs
 from reconciler.plan.quotas import live_quotas, plan_quotas
 from reconciler.plan.topics import TopicPlan, plan_internal_topics, plan_remote_topics
+from reconciler.resources.job_status import JobStatus
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
 
 

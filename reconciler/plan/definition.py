@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from reconciler.resources.addresses import Kind
+
 FORMAT_VERSION = 1
 
 
@@ -34,15 +36,6 @@ class Action(StrEnum):
     REPLACE = "replace"
     DELETE = "delete"
     NOOP = "noop"
-
-
-class Kind(StrEnum):
-    TOPIC = "topic"
-    INTERNAL_TOPIC = "internal_topic"
-    ACL = "acl"
-    JOB = "job"
-    GROUP_OFFSETS = "group_offsets"
-    QUOTA = "quota"
 
 
 #: The order changes are listed and applied in: topics before ACLs, topics before the job, a flow's quotas (its
@@ -234,27 +227,3 @@ def config_ops(change: ResourceChange) -> tuple[dict[str, str], list[str]]:
     before = (change.before or {}).get("configs", {})
     after = (change.after or {}).get("configs", {})
     return {k: v for k, v in after.items() if before.get(k) != v}, sorted(k for k in before if k not in after)
-
-
-def topic_address(cluster: str, name: str) -> str:
-    return f"topic/{cluster}/{name}"
-
-
-def internal_topic_address(cluster: str, name: str) -> str:
-    return f"internal_topic/{cluster}/{name}"
-
-
-def acl_address(cluster: str, principal: str, operation: str, topic: str) -> str:
-    return f"acl/{cluster}/{principal}/{operation}/{topic}"
-
-
-def job_address(flow: str) -> str:
-    return f"job/{flow}"
-
-
-def group_offsets_address(cluster: str, group: str) -> str:
-    return f"group_offsets/{cluster}/{group}"
-
-
-def quota_address(cluster: str, client_id: str) -> str:
-    return f"quota/{cluster}/{client_id}"

@@ -2,7 +2,7 @@
 
 For every flow that syncs group offsets (`sync.group_offsets`, or the flows `cutover` names), each source group
 passing the flow's group filter with committed offsets on replicated topics is translated with the flow's
-offset-syncs (MM2's conservative rule, `reconciler.offsets`). A change lists, per partition, the source offset,
+offset-syncs (MM2's conservative rule, `reconciler.core.offsets`). A change lists, per partition, the source offset,
 the translated target offset and the target group's current one, for the partitions that would move forward
 or that the target group has no offset for yet (with the metadata string the source group committed, when it
 is not empty: MM2 carries it in its checkpoints and writes it with the offset); a partition where the target
@@ -11,7 +11,7 @@ EMPTY on the target (or absent there) are written; a group with members on the t
 change is a plan error naming it.
 
 Exact or conservative: the live state carries, per flow, each committed offset's exact translation where the
-records prove it (`LiveState.exact_offsets`, decided by `reconciler.offsets.exact` on the records the adapter
+records prove it (`LiveState.exact_offsets`, decided by `reconciler.core.offsets.exact` on the records the adapter
 read). A partition translated exactly is written at its exact offset; the others at MM2's. Each partition says
 `translation` (`exact`, `conservative`, or `unknown` when the records could not be read, MM2's offset then),
 `conservative_offset` (MM2's answer) and, when not exact, `why`; each change says the same for the group
@@ -26,28 +26,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.live.model import GroupInfo, LiveState
-from reconciler.offsets.checkpoints import WRITABLE_STATES, Translator, translate_group
-from reconciler.offsets.exact import ExactTranslation, ExactTranslator
-from reconciler.plan.definition import Action, Kind, ResourceChange, group_offsets_address
+from reconciler.core.offsets.checkpoints import WRITABLE_STATES, Translator, translate_group
+from reconciler.core.offsets.exact import ExactTranslation, ExactTranslator
+from reconciler.live.model import LiveState
+from reconciler.live.selection import flow_source_groups
+from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
+from reconciler.resources.addresses import Kind, group_offsets_address
 from reconciler.spec.models import DesiredState, FlowSpec
 
 
 def group_offset_flows(desired: DesiredState) -> list[FlowSpec]:
     """The enabled flows whose group offsets `kmirror plan` manages."""
     return [f for f in desired.enabled_flows if f.sync.group_offsets]
-
-
-def flow_source_groups(flow: FlowSpec, live: LiveState) -> dict[str, GroupInfo]:
-    """Source groups passing the flow's group filter that have committed offsets on topics it replicates."""
-    heartbeats = flow.policy().heartbeats_topic()
-    groups = live.clusters[flow.source].groups
-    return {
-        g: info
-        for g, info in sorted(groups.items())
-        if flow.group_matches(g) and any(flow.topic_matches(t) and t != heartbeats for t, _ in info.offsets)
-    }
 
 
 def plan_group_offsets(desired: DesiredState, live: LiveState, *, flows: Iterable[FlowSpec] | None = None) -> TopicPlan:

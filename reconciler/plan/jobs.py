@@ -23,12 +23,14 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
+from reconciler.core.policy.filters import eos_group
 from reconciler.jobcontract.spec import eos_flow_for
 from reconciler.live.model import LiveState
-from reconciler.plan.definition import Action, Kind, ResourceChange, job_address
-from reconciler.plan.inputs import JobStatus, RecordedState
-from reconciler.plan.topics import TopicPlan, replicated_topics
-from reconciler.policy.filters import eos_group
+from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.topics import TopicPlan
+from reconciler.resources.addresses import Kind, job_address
+from reconciler.resources.job_status import JobStatus
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.spec.placement import Placement, choose_placement
 from reconciler.spec.start import describe_start, is_time
@@ -39,7 +41,7 @@ def placement_of(desired: DesiredState, flow: FlowSpec, live: LiveState | None) 
     if live is None or flow.source not in live.clusters:
         return None
     source = live.cluster(flow.source)
-    partitions = sum(source.topics[t].partitions for t in replicated_topics(flow, source) if t in source.topics)
+    partitions = sum(source.topics[t].partitions for t in flow.remote_topics(source.topics) if t in source.topics)
     spark = desired.spark
     return choose_placement(deploy=spark.deploy, master=spark.master, conf=dict(spark.conf), partitions=partitions)
 

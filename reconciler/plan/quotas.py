@@ -27,14 +27,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.live.model import LiveState
-from reconciler.plan.definition import Action, Kind, ResourceChange, quota_address
-from reconciler.plan.inputs import RecordedState
+from reconciler.live.selection import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, throttled_clients
+from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
+from reconciler.resources.addresses import Kind, quota_address
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.byte_rates import format_byte_rate
 from reconciler.spec.models import DesiredState, FlowSpec
 
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-PRODUCER_BYTE_RATE = "producer_byte_rate"
 #: The quota names kmirror sets (and the only ones it ever changes on a client id).
 RATE_NAMES = (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE)
 
@@ -54,22 +54,15 @@ def unread_warning(clusters: Iterable[str]) -> str:
 def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, dict[str, Any]]:
     """The quota forms a throttled flow needs, by address (empty when the flow has no throttle)."""
     rate = flow.replication.throttle
-    if rate is None:
-        return {}
-    ids = desired.flow_effective_spec(flow.name)["client_ids"]  # what the job is told to use: the same ids
-    source_id, target_id = str(ids["source"]), str(ids["target"])
-    forms = {}
-    for cluster, client_id, name in (
-        (flow.source, source_id, CONSUMER_BYTE_RATE),
-        (flow.target, target_id, PRODUCER_BYTE_RATE),
-    ):
-        forms[quota_address(cluster, client_id)] = {
-            "cluster": cluster,
-            "client_id": client_id,
+    return {
+        quota_address(c.cluster, c.client_id): {
+            "cluster": c.cluster,
+            "client_id": c.client_id,
             "flow": flow.name,
-            name: rate,
+            c.quota: rate,
         }
-    return forms
+        for c in throttled_clients(desired, flow)
+    }
 
 
 def live_quotas(live: LiveState) -> dict[str, Mapping[str, Mapping[str, float]]]:

@@ -18,27 +18,19 @@ in, values out.
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from reconciler.live.model import ClusterState, LiveState, TopicInfo
-from reconciler.plan.definition import (
-    Action,
-    Kind,
-    ResourceChange,
-    internal_topic_address,
-    job_address,
-    topic_address,
-)
-from reconciler.plan.inputs import RecordedState
+from reconciler.core.topic_rules import COMPACT, durable_configs, internal_replication_factor
+from reconciler.live.model import LiveState, TopicInfo
+from reconciler.plan.definition import Action, ResourceChange
+from reconciler.resources.addresses import Kind, internal_topic_address, job_address, topic_address
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
 
-COMPACT = {"cleanup.policy": "compact"}
 #: The reason of a change that only records, as applied, what an interrupted apply created before it died.
 CONFIRM_PENDING = "created by an interrupted apply; recording it as applied"
 #: The reason of a change that records, as kmirror's, a remote topic the flow's running replication job created.
@@ -67,26 +59,6 @@ class TopicPlan:
     errors: list[str] = field(default_factory=list)
 
 
-def replicated_topics(flow: FlowSpec, source: ClusterState) -> dict[str, str]:
-    """Source topic -> remote topic name, for every source topic the flow replicates (heartbeats included)."""
-    matches, policy = flow.topic_matcher(), flow.policy()
-    result = {t: policy.remote_topic(flow.source, t) for t in source.topics if matches(t)}
-    heartbeats = policy.heartbeats_topic()
-    if flow.heartbeats.enabled and heartbeats not in result and matches(heartbeats):
-        result[heartbeats] = policy.remote_topic(flow.source, heartbeats)  # created by the flow's internal-topic change
-    return result
-
-
-def synced_configs(flow: FlowSpec, source_configs: Mapping[str, str]) -> dict[str, str]:
-    """The source's explicit configs that MM2's config sync copies, then the flow's own topic configs on top."""
-    configs: dict[str, str] = {}
-    if flow.sync.configs:
-        excluded = _exclusion(flow)
-        configs = {k: v for k, v in source_configs.items() if not excluded(k)}
-    configs.update({k: str(v) for k, v in flow.topic_defaults.configs.items()})
-    return configs
-
-
 def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[RemoteTopic], list[str]]:
     """Every remote topic the flows ask for; two sources writing one remote topic is an error."""
     topics: list[RemoteTopic] = []
@@ -94,7 +66,7 @@ def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[
     owner: dict[tuple[str, str], RemoteTopic] = {}
     for flow in desired.enabled_flows:
         source = live.clusters[flow.source]
-        for source_topic, remote in sorted(replicated_topics(flow, source).items()):
+        for source_topic, remote in sorted(flow.remote_topics(source.topics).items()):
             info = source.topics.get(source_topic) or TopicInfo(source_topic, 1, -1, COMPACT)
             rt = RemoteTopic(
                 flow=flow.name,
@@ -104,7 +76,7 @@ def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[
                 name=remote,
                 partitions=info.partitions,
                 replication_factor=flow.topic_defaults.replication_factor,
-                configs=synced_configs(flow, info.configs),
+                configs=flow.synced_configs(info.configs),
                 adopt=flow.replication.adopt_existing,
             )
             other = owner.get((flow.target, remote))
@@ -141,7 +113,7 @@ def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: Recorde
         flow = desired.flow(rt.flow)
         owned = recorded.owns(address)
         by_job = not owned and current is not None and created_by_job(deployed[rt.flow], rt)
-        _plan_one(out, rt, address, current, owned, _exclusion(flow), recorded.pending(address), by_job)
+        _plan_one(out, rt, address, current, owned, flow.config_exclusion(), recorded.pending(address), by_job)
     _plan_removed(out, desired, live, recorded, wanted_addresses)
     return out
 
@@ -314,10 +286,7 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
             wanted[(flow.source, policy.heartbeats_topic())] = f"heartbeats of flow {flow.name}"
         if flow.offsets.emit_checkpoints:
             wanted[(flow.target, policy.checkpoints_topic(flow.source))] = f"checkpoints of flow {flow.name}"
-        if flow.offsets.syncs_location == "source":
-            wanted[(flow.source, policy.offset_syncs_topic(flow.target))] = f"offset-syncs of flow {flow.name}"
-        else:
-            wanted[(flow.target, policy.offset_syncs_topic(flow.source))] = f"offset-syncs of flow {flow.name}"
+        wanted[flow.syncs_location()] = f"offset-syncs of flow {flow.name}"
     wanted[(desired.state.cluster, desired.state.topic)] = "kmirror's state"
     for (cluster, name), purpose in sorted(wanted.items()):
         address = internal_topic_address(cluster, name)
@@ -364,22 +333,6 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
     return out
 
 
-#: Replicas of kmirror's internal topics (state, heartbeats, checkpoints, offset-syncs) when the cluster has the
-#: brokers: losing one broker of three loses nothing (and MM2's own internal topics default to 3 too).
-INTERNAL_REPLICATION_FACTOR = 3
-
-
-def internal_replication_factor(brokers: int | None) -> int:
-    """min(3, brokers); -1 (the broker's default) when the broker count is not known."""
-    return -1 if not brokers else min(INTERNAL_REPLICATION_FACTOR, brokers)
-
-
-def durable_configs(replication_factor: int) -> dict[str, str]:
-    """`min.insync.replicas` for an internal topic: RF - 1 from 3 replicas up (RF 3: 2), so acks=all writes survive
-    one broker down and are never acknowledged by one replica alone; nothing for fewer replicas."""
-    return {"min.insync.replicas": str(replication_factor - 1)} if replication_factor >= 3 else {}
-
-
 def _form(
     cluster: str,
     name: str,
@@ -398,20 +351,3 @@ def _form(
     if origin is not None:
         form["source"] = {"cluster": origin.source_cluster, "topic": origin.source_topic, "flow": origin.flow}
     return form
-
-
-def _exclusion(flow: FlowSpec) -> Callable[[str], bool]:
-    return _excluded_by(tuple(flow.sync.config_exclude))
-
-
-@functools.lru_cache(maxsize=64)
-def _excluded_by(patterns: tuple[str, ...]) -> Callable[[str], bool]:
-    # Compiled once per exclusion list, not once per topic (re's own cache lookups took 0.2 s for 10,000 topics),
-    # and decided once per config name: thousands of topics share a few dozen names.
-    compiled = [re.compile(p) for p in patterns]
-
-    @functools.lru_cache(maxsize=4096)
-    def excluded(key: str) -> bool:
-        return any(p.fullmatch(key) for p in compiled)
-
-    return excluded

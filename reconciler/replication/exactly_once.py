@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.policy.filters import eos_group
+from reconciler.core.policy.filters import eos_group
 from reconciler.replication.interceptor import DELAYED_SYNCS_FLUSH_MS
 from reconciler.spec import transactions
 from reconciler.spec.models import FlowSpec

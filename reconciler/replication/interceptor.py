@@ -8,7 +8,7 @@ record, inside the producer, without Python:
     (`jvm/SourcePosition.java`); in micro-batch mode the sink projection appends them as a last header
     (`SOURCE_HEADER`), which the interceptor removes. It sets the record's timestamp;
   - from each acknowledgement it pairs the record's source offset with the offset it landed at and writes MM2's
-    offset-syncs with MM2's rule (`jvm/OffsetSyncRule.java`, the same rule as `reconciler.offsets.emitter`).
+    offset-syncs with MM2's rule (`jvm/OffsetSyncRule.java`, the same rule as `reconciler.core.offsets.emitter`).
 `interceptor_settings` gives the producer settings that configure it; `reconciler.artifacts.interceptor_jar`
 compiles the sources (the runners put the jar on the job's classpath).
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.core.mm2.wire import Heartbeat
+from reconciler.core.topic_rules import COMPACT, durable_configs, internal_replication_factor
 from reconciler.errors import KmirrorError
-from reconciler.mm2.wire import Heartbeat
-from reconciler.plan.topics import COMPACT, durable_configs, internal_replication_factor
+from reconciler.kafka_clients.admin import KafkaAdmin
 
 log = logging.getLogger(__name__)
 

@@ -85,11 +85,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.checkpointer import start_checkpointer_thread
-from reconciler.adapters.kafka_admin import KafkaAdmin
-from reconciler.adapters.offset_syncs import read_offset_syncs
+from reconciler.jobcontract.job_report import JobReport
 from reconciler.jobcontract.spec import JobSpec
-from reconciler.jobcontract.status import JobReport
+from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.kafka_clients.checkpointer import start_checkpointer_thread
+from reconciler.kafka_clients.offset_syncs import read_offset_syncs
 from reconciler.replication import exactly_once, start_offsets
 from reconciler.replication.interceptor import SOURCE_HEADER, interceptor_settings
 from reconciler.replication.internal_topics import Heartbeater, ensure_internal_topics
@@ -388,10 +388,7 @@ class ReplicationJob:
         self.status.update(state="starting", pid=os.getpid(), host=socket.gethostname(), restarts=0)
         source_admin = KafkaAdmin(flow.source, self._client(flow.source))
         target_admin = KafkaAdmin(flow.target, self._client(flow.target))
-        if flow.offsets.offset_syncs_location == "source":
-            syncs_cluster, syncs_topic = flow.source, policy.offset_syncs_topic(flow.target)
-        else:
-            syncs_cluster, syncs_topic = flow.target, policy.offset_syncs_topic(flow.source)
+        syncs_cluster, syncs_topic = flow.syncs_location()
         source_internal = [policy.heartbeats_topic()] if flow.heartbeats.enabled else []
         if syncs_cluster == flow.source:
             source_internal.append(syncs_topic)

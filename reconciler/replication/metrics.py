@@ -52,7 +52,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from reconciler.offsets.readiness import FailoverReadiness
+from reconciler.core.offsets.readiness import FailoverReadiness
 
 #: MM2's sample window for rates, averages and maxima (Kafka metrics: 2 samples of 30 s; one window here).
 WINDOW_SECONDS = 30.0

@@ -20,10 +20,9 @@ import threading
 import time
 from collections.abc import Mapping
 
-from reconciler.adapters.kafka_admin import KafkaAdmin, TopicMeta
 from reconciler.errors import KmirrorError
+from reconciler.kafka_clients.admin import KafkaAdmin, TopicMeta
 from reconciler.live.model import ClusterState, TopicInfo
-from reconciler.plan.topics import replicated_topics, synced_configs
 from reconciler.spec.models import FlowSpec
 
 log = logging.getLogger(__name__)
@@ -106,7 +105,7 @@ class RemoteTopicKeeper:
             {n: TopicInfo(n, m.partitions, m.replication_factor) for n, m in source.items()},
             None,
         )
-        return source, {s: r for s, r in replicated_topics(self.flow, state).items() if s in source}
+        return source, {s: r for s, r in self.flow.remote_topics(state.topics).items() if s in source}
 
     def refresh(self) -> None:
         """Read the source's topics and create or grow every remote topic that is missing or too small."""
@@ -120,7 +119,7 @@ class RemoteTopicKeeper:
                 wanted[s],
                 source[s].partitions,
                 self.flow.topic_defaults.replication_factor,
-                synced_configs(self.flow, configs.get(s, {})),
+                self.flow.synced_configs(configs.get(s, {})),
             )
             for s in new
         ]

@@ -21,7 +21,7 @@ from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.jobcontract.spec import eos_flow_for
-from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import JobRunnerError, checkpoint_for
 from reconciler.runners.local import LocalJob, LocalRunner
 from reconciler.runners.standalone import StandaloneJob, StandaloneRunner

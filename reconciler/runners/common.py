@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reconciler.errors import KmirrorError
+from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
-from reconciler.jobcontract.status import read_report
-from reconciler.plan.inputs import JobInfo
+from reconciler.resources.job_status import JobInfo
 from reconciler.spec.models import SparkSpec
 from reconciler.spec.secrets import SecretRef
 

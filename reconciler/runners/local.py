@@ -43,11 +43,10 @@ from typing import Any
 
 from reconciler.artifacts import driver_java_options, job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
+from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
 from reconciler.jobcontract.spec import JobSpec
-from reconciler.jobcontract.status import read_report
-from reconciler.plan.inputs import JobInfo, JobStatus
-from reconciler.processes import alive
+from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     HOST,
     JobRunnerError,
@@ -64,6 +63,7 @@ from reconciler.runners.common import (
     write_private,
     write_properties,
 )
+from reconciler.runners.processes import alive
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 

@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.artifacts import job_jars
+from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
 from reconciler.jobcontract.spec import JobSpec
-from reconciler.jobcontract.status import read_report
-from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,

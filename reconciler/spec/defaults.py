@@ -7,7 +7,7 @@ Pure data, no behaviour.
 
 from __future__ import annotations
 
-from reconciler.policy.filters import KMIRROR_INTERNAL_TOPIC_PATTERN
+from reconciler.core.policy.filters import KMIRROR_INTERNAL_TOPIC_PATTERN
 
 MM2_TOPIC_EXCLUDES: tuple[str, ...] = (r"mm2.*\.internal", r".*\.replica", r"__.*")
 """MM2's `topics.exclude` default."""

@@ -20,7 +20,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from reconciler.policy.client_ids import flow_client_ids
+from reconciler.core.policy.client_ids import flow_client_ids
 
 if TYPE_CHECKING:
     from reconciler.spec.models import DesiredState

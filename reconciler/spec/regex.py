@@ -35,8 +35,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from reconciler.policy.backtracking import catastrophic_backtracking, split_alternatives
-from reconciler.policy.filters import linear_engine_error
+from reconciler.core.policy.backtracking import catastrophic_backtracking, split_alternatives
+from reconciler.core.policy.filters import linear_engine_error
 from reconciler.spec.issues import Severity
 
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from reconciler.errors import KmirrorError
-from reconciler.processes import alive as process_alive
+from reconciler.runners.processes import alive as process_alive
 from reconciler.state.records import LEASE, LOCK, LockClaim, StateSnapshot
 from reconciler.state.store import StateStore, whoami
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.plan.inputs import RecordedResource, RecordedState
+from reconciler.resources.recorded import RecordedResource, RecordedState
 
 META = "meta"
 RESOURCE = "resource/"

@@ -20,9 +20,9 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from reconciler.adapters.kafka_admin import KafkaAdmin, unreachable
+from reconciler.core.topic_rules import durable_configs, internal_replication_factor
 from reconciler.errors import KmirrorError
-from reconciler.plan.topics import durable_configs, internal_replication_factor
+from reconciler.kafka_clients.admin import KafkaAdmin, unreachable
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
     LEASE,

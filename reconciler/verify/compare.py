@@ -7,7 +7,7 @@ a target start known to be aligned (a sync; where the syncs do not reach, the ta
 for in the source), the offset from which records count, and where each side ends (the source end and the
 target's committed end as read when the verify started). `Walker` then reads both sides in
 order and compares pairwise (`differing_field`: key, value, headers less kmirror's own, the timestamp when the
-target keeps CreateTime, the same rule as `reconciler.offsets.exact.same_record`). When a pair differs it looks at
+target keeps CreateTime, the same rule as `reconciler.core.offsets.exact.same_record`). When a pair differs it looks at
 a window of both sides (`WINDOW` records) for where they agree again (a run of at least two matching records) and
 classifies what lies between:
 
@@ -42,7 +42,7 @@ from difflib import SequenceMatcher
 from itertools import islice
 from typing import Literal
 
-from reconciler.offsets.exact import KMIRROR_HEADER_PREFIX, Record
+from reconciler.core.offsets.exact import KMIRROR_HEADER_PREFIX, Record
 
 __all__ = [
     "FIELDS",

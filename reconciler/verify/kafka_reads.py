@@ -22,8 +22,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from reconciler.adapters.record_ranges import Range, RangeReader
+from reconciler.core.offsets.exact import Record
 from reconciler.errors import ClusterUnreachableError, KmirrorError
-from reconciler.offsets.exact import Record
 
 __all__ = ["CHUNK", "RateLimiter", "ReadError", "offsets_for_time", "reader", "records"]
 

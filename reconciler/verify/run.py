@@ -22,12 +22,11 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reconciler.adapters.checkpointer import syncs_location
-from reconciler.adapters.kafka_admin import KafkaAdmin
-from reconciler.adapters.offset_syncs import read_offset_syncs
 from reconciler.adapters.record_ranges import RangeReader
+from reconciler.core.mm2.wire import TopicPartition
 from reconciler.errors import KmirrorError
-from reconciler.mm2.wire import TopicPartition
+from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.kafka_clients.offset_syncs import read_offset_syncs
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.verify.compare import (
     IN_FLIGHT,
@@ -188,7 +187,7 @@ def verify(
         (remote[t], p) for t, p in partitions if remote[t] in target_topics and p < target_topics[remote[t]].partitions
     ]
     dst_start, dst_end = dst_admin.start_offsets(on_target), dst_admin.end_offsets(on_target)
-    syncs_cluster, syncs_topic = syncs_location(flow)
+    syncs_cluster, syncs_topic = flow.syncs_location()
     store = read_offset_syncs(desired.client_config(syncs_cluster), syncs_topic, timeout=timeout)
     if selection.since_ms is not None:
         at = offsets_for_time(desired.client_config(flow.source), partitions, selection.since_ms, timeout=timeout)

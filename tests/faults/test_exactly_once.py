@@ -32,10 +32,10 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.core.policy.filters import eos_group
 from reconciler.devenv import spark_standalone
 from reconciler.jobcontract.layout import CheckpointRoot
-from reconciler.mm2.wire import OffsetSync
-from reconciler.policy.filters import eos_group
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.faults.conftest import (

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters import client_quotas
-from reconciler.adapters.client_quotas import ClientQuotaError, QuotaResult
-from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.artifacts import quota_tool
 from reconciler.artifacts.jars import ArtifactError
+from reconciler.kafka_clients import client_quotas
+from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.kafka_clients.client_quotas import ClientQuotaError, QuotaResult
 from reconciler.spec.redaction import remember
 
 pytestmark = pytest.mark.unit

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.core.policy.filters import eos_group
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.plan.definition import Action
-from reconciler.policy.filters import eos_group
 from reconciler.replication import exactly_once
 from reconciler.replication.job import sink_options
 from reconciler.spec.loader import load_text

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kafka_admin import Outcome
-from reconciler.executor import UNCONFIRMED, Executor, dependencies
+from reconciler.app.executor import UNCONFIRMED, Executor, dependencies
+from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange
+from reconciler.plan.definition import Action, Plan, ResourceChange
+from reconciler.resources.addresses import Kind
 from reconciler.state.lock import LeaseLostError
 
 pytestmark = pytest.mark.unit

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kafka_admin import Outcome
-from reconciler.executor import Executor
-from reconciler.plan.inputs import JobStatus
+from reconciler.app.executor import Executor
+from reconciler.kafka_clients.admin import Outcome
+from reconciler.resources.job_status import JobStatus
 from reconciler.spec.loader import load_text
 from tests.unit.plan.builders import live, owned, plan, running, topic
 

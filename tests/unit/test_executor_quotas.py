@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kafka_admin import Outcome
-from reconciler.executor import Executor
-from reconciler.plan.definition import KIND_ORDER, Action, Kind, Plan, ResourceChange
+from reconciler.app.executor import Executor
+from reconciler.kafka_clients.admin import Outcome
+from reconciler.plan.definition import KIND_ORDER, Action, Plan, ResourceChange
+from reconciler.resources.addresses import Kind
 from tests.unit.test_executor import Events, FakeAdmin, FakeRecorder, FakeRunner, create_topic, job
 
 pytestmark = pytest.mark.unit

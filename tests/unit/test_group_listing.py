@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from reconciler.adapters import group_offsets
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.core.offsets.history import SyncHistory
 from reconciler.live.model import GroupInfo
-from reconciler.mm2.wire import OffsetSync
-from reconciler.offsets.history import SyncHistory
 from reconciler.plan.group_offsets import plan_group_offsets
 from tests.unit.plan.builders import desired, live, topic
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from reconciler.adapters.kafka_admin import PARTITIONS_PER_REQUEST, _by_partitions, _GcPause
+from reconciler.kafka_clients.admin import PARTITIONS_PER_REQUEST, _by_partitions, _GcPause
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +22,7 @@ def test_admin_requests_stay_under_the_partition_limit_per_request() -> None:
 
 def test_apply_writes_each_partition_with_the_metadata_its_plan_row_carries() -> None:
     from reconciler.adapters.group_offsets import write_group_offsets
-    from reconciler.adapters.kafka_admin import Outcome
+    from reconciler.kafka_clients.admin import Outcome
 
     calls = []
 

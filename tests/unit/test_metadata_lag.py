@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import kafka_admin
-from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome, TopicMeta
 from reconciler.adapters.live_reader import _catch_up
-from reconciler.executor import Executor
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange
-from reconciler.plan.inputs import RecordedResource, RecordedState
+from reconciler.app.executor import Executor
+from reconciler.kafka_clients import admin as kafka_admin
+from reconciler.kafka_clients.admin import KafkaAdmin, Outcome, TopicMeta
+from reconciler.plan.definition import Action, Plan, ResourceChange
+from reconciler.resources.addresses import Kind
+from reconciler.resources.recorded import RecordedResource, RecordedState
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.offsets.readiness import FailoverReadiness
+from reconciler.core.offsets.readiness import FailoverReadiness
 from reconciler.replication.metrics import PartitionBatch, ReplicationMetrics
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ package io.kmirror.replication;
  * from the last sync would lag by offset.lag.max or more downstream offsets, when upstream offsets were
  * skipped (compacted, aborted or control records) or went backwards, or when the downstream offset went
  * backwards. Otherwise the pair is held as the partition's delayed sync (see ReplicationInterceptor).
- * The same rule in Python is reconciler/offsets/emitter.py (decide_sync); tests check they agree.
+ * The same rule in Python is reconciler/core/offsets/emitter.py (decide_sync); tests check they agree.
  *
  * Not thread-safe: the interceptor calls it under the partition's lock.
  */

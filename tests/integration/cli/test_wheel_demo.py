@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from reconciler.core.mm2.wire import Checkpoint
 from reconciler.devenv import dev_clusters
-from reconciler.mm2.wire import Checkpoint
 
 if TYPE_CHECKING:
     from tests.integration.cli.conftest import Release

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from reconciler.adapters.checkpointer import checkpoint_once
-from reconciler.mm2.wire import OffsetSync
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.replication.metrics import ReplicationMetrics
 from reconciler.spec import load
 from tests.conftest import KafkaCluster

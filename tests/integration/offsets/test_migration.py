@@ -6,7 +6,7 @@ writing; producers stop; lag reaches 0; `kmirror plan` shows the translated offs
 apply --target` writes one; `kmirror cutover` writes the other (final checkpoint included); the same group ids
 then consume on the target. Every sequence number is read, none is skipped, and none is read twice: with
 producers stopped and lag 0, the plan already says every row is exact (the records read and matched,
-`reconciler.offsets.exact`), `apply` writes those exact offsets and the cutover writes the other group's, exact
+`reconciler.core.offsets.exact`), `apply` writes those exact offsets and the cutover writes the other group's, exact
 too (MM2's conservative translation, within `offset_lag_max`, is each row's `conservative_offset`).
 Afterwards a checkpoint cycle with group sync on does not move a target group that went further backwards, and
 the checkpoints decode with MM2's Checkpoint schema.
@@ -30,8 +30,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler.adapters.checkpointer import checkpoint_once
-from reconciler.cutover import readiness
+from reconciler.app.cutover import readiness
+from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster

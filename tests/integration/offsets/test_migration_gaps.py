@@ -15,7 +15,7 @@ metadata; `kmirror apply --target` writes one group; `kmirror cutover` is refuse
 the state lock (naming it, writing nothing), then writes the other group. The same group ids consume the
 remote topics on the target: every record that survived compaction or was committed is read, none skipped,
 aborted records never appear, and none is read twice: the cutover, with producers stopped, translates exactly
-(`reconciler.offsets.exact`) and moves the group `apply` wrote with MM2's rule forward.
+(`reconciler.core.offsets.exact`) and moves the group `apply` wrote with MM2's rule forward.
 
 Why `offset_lag_max` bounds what the plan's (MM2's) translation re-reads even with gaps: it takes the latest
 offset-sync s at or below the committed offset G and answers s.downstream (+ 1 when s.upstream < G). Offsets
@@ -35,8 +35,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reconciler.adapters.checkpointer import checkpoint_once
-from reconciler.cutover import readiness
+from reconciler.app.cutover import readiness
+from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.state.lock import StateLock
 from reconciler.state.store import StateStore

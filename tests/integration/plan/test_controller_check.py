@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
+from reconciler.kafka_clients.admin import KafkaAdmin
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import create_topics, topic_exists
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from reconciler.mm2.wire import OffsetSync
+from reconciler.core.mm2.wire import OffsetSync
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, create_topics, new_world
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.artifacts import jars
 from reconciler.artifacts.quota_tool import quota_tool_command
+from reconciler.kafka_clients.admin import KafkaAdmin
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, new_world
 

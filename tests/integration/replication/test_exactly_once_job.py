@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from reconciler.jobcontract.status import read_report
+from reconciler.jobcontract.job_report import read_report
 from reconciler.replication.exactly_once import transactional_id
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text

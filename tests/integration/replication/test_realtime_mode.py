@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from reconciler.artifacts.class_archive import archive_path, ensure_driver_archive
 from reconciler.artifacts.driver_home import driver_home
-from reconciler.jobcontract.status import read_report
+from reconciler.jobcontract.job_report import read_report
 from reconciler.runners import LocalRunner
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import (

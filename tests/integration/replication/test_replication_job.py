@@ -22,8 +22,8 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.mm2.wire import Heartbeat, OffsetSync, TopicPartition
-from reconciler.offsets.translation import OffsetSyncStore
+from reconciler.core.mm2.wire import Heartbeat, OffsetSync, TopicPartition
+from reconciler.core.offsets.translation import OffsetSyncStore
 from tests.integration.replication.conftest import (
     Flow,
     Rec,
@@ -134,7 +134,7 @@ def test_fidelity_keys_values_headers_timestamps_order_tombstones_and_aborted_tr
 
 
 def _explicit_configs(flow: Flow, topic: str) -> dict[str, str]:
-    from reconciler.adapters.kafka_admin import KafkaAdmin
+    from reconciler.kafka_clients.admin import KafkaAdmin
 
     return KafkaAdmin("target", flow.target.config()).explicit_topic_configs([topic]).get(topic, {})
 

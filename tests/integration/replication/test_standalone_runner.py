@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from reconciler import operations
+from reconciler.app import operations
 from reconciler.devenv import spark_standalone
 from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.plan.definition import Plan

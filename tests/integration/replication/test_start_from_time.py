@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from reconciler.jobcontract.status import read_report
+from reconciler.jobcontract.job_report import read_report
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState

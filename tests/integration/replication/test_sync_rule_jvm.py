@@ -1,5 +1,5 @@
 """The JVM offset-sync rule the job runs (jvm/OffsetSyncRule.java) decides exactly as the Python port of MM2's
-rule (reconciler.offsets.emitter.decide_sync, itself checked against MM2's own test cases), on MM2's test
+rule (reconciler.core.offsets.emitter.decide_sync, itself checked against MM2's own test cases), on MM2's test
 sequence and on random sequences with gaps, repeats, rewinds and truncations.
 
 Needs a JDK: the rule is compiled into the interceptor jar, as the job does on first use.

@@ -32,8 +32,8 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from reconciler.cutover import readiness
-from reconciler.mm2.wire import OffsetSync
+from reconciler.app.cutover import readiness
+from reconciler.core.mm2.wire import OffsetSync
 from reconciler.spec.loader import load
 from reconciler.spec.models import FlowSpec
 from reconciler.verify.compare import sampled

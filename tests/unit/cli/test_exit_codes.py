@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import main
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, summarize
+from reconciler.plan.definition import Action, Plan, ResourceChange, summarize
+from reconciler.resources.addresses import Kind
 
 pytestmark = pytest.mark.unit
 
@@ -88,7 +89,7 @@ _CREATE = ResourceChange(address="topic/c/t", kind=Kind.TOPIC, action=Action.CRE
 def test_detailed_exitcode_is_2_only_for_changes(
     changes: tuple[ResourceChange, ...], code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reconciler import operations
+    from reconciler.app import operations
 
     config = tmp_path / "kmirror.yaml"
     config.write_text("version: 1\nclusters: {c: {bootstrap_servers: 'c:9092'}}\nstate: {cluster: c}\n")

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import main
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, summarize
+from reconciler.plan.definition import Action, Plan, ResourceChange, summarize
+from reconciler.resources.addresses import Kind
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +50,7 @@ def test_a_command_that_needs_pyspark_names_the_extra(no_spark: None, monkeypatc
 def test_apply_refuses_a_job_deploy_before_changing_anything(
     no_spark: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from reconciler import operations
+    from reconciler.app import operations
 
     deploy = ResourceChange(address="job/f", kind=Kind.JOB, action=Action.CREATE, after={"spec": {}})
     plan = Plan(plan_id="p", created_at="t", spec_digest="d", changes=(deploy,), summary=summarize((deploy,)))
@@ -73,7 +74,7 @@ def test_the_plan_path_runs_without_spark(tmp_path: Path) -> None:
 import sys
 for name in {SPARK_MODULES!r}:
     sys.modules[name] = None
-import reconciler.operations, reconciler.status, reconciler.cli.plan_apply  # what plan and status import
+import reconciler.app.operations, reconciler.app.flow_status, reconciler.cli.plan_apply  # what plan and status import
 from reconciler.cli.main import main
 codes = []
 for args in (["validate", "-f", {str(ROOT / "examples/migration/kmirror.yaml")!r}], ["plan", "--help"],

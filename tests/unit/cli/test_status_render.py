@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.app.flow_status import FlowStatus
 from reconciler.cli.status import render
-from reconciler.status import FlowStatus
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """Byte compatibility of MM2 internal-topic records with Kafka's Heartbeat/Checkpoint/OffsetSync.java.
 
-Expected bytes are built here independently of `reconciler.mm2.wire`: with `struct.pack` straight from the
+Expected bytes are built here independently of `reconciler.core.mm2.wire`: with `struct.pack` straight from the
 Java `Struct` schemas, and as golden hex strings written out by hand from the Java code (see `GOLDEN`).
 """
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.core.mm2.wire import Checkpoint, Heartbeat, OffsetSync, TopicPartition
 from reconciler.errors import KmirrorError, WireFormatError
-from reconciler.mm2.wire import Checkpoint, Heartbeat, OffsetSync, TopicPartition
 
 pytestmark = pytest.mark.unit
 

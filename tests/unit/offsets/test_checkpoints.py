@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.live.model import GroupInfo
-from reconciler.mm2.wire import Checkpoint, OffsetSync, TopicPartition
-from reconciler.offsets.checkpoints import (
+from reconciler.core.mm2.wire import Checkpoint, OffsetSync, TopicPartition
+from reconciler.core.offsets.checkpoints import (
     CheckpointStore,
     checkpoints_for_group,
     is_more_recent,
     offsets_to_sync,
     translate_group,
 )
-from reconciler.offsets.translation import OffsetSyncStore
+from reconciler.core.offsets.translation import OffsetSyncStore
+from reconciler.live.model import GroupInfo
 
 pytestmark = pytest.mark.unit
 
@@ -118,7 +118,7 @@ def test_checkpoint_store_keeps_the_latest_per_group_and_partition() -> None:
 
 
 def test_dense_history_translates_groups_far_behind_precisely_and_stays_safe() -> None:
-    from reconciler.offsets.history import SyncHistory
+    from reconciler.core.offsets.history import SyncHistory
 
     h = SyncHistory()
     for up in range(1, 200, 12):  # a catch-up batch: syncs every 12 records
@@ -138,7 +138,7 @@ def test_dense_history_translates_groups_far_behind_precisely_and_stays_safe() -
 
 
 def test_dense_history_falls_back_to_mm2_store_below_a_trimmed_window() -> None:
-    from reconciler.offsets.history import SyncHistory
+    from reconciler.core.offsets.history import SyncHistory
 
     h = SyncHistory(max_per_partition=3)
     for up in (0, 10, 20, 30, 40):

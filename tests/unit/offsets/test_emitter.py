@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
-from reconciler.offsets.emitter import (
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.offsets.emitter import (
     OffsetSyncEmitter,
     PartitionSyncState,
     SyncTrigger,
     decide_sync,
 )
-from reconciler.offsets.translation import OffsetSyncStore
+from reconciler.core.offsets.translation import OffsetSyncStore
 
 pytestmark = pytest.mark.unit
 

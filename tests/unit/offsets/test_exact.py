@@ -1,4 +1,4 @@
-"""Exact cutover translation (`reconciler.offsets.exact`): hand-built logs, then a property against an ideal.
+"""Exact cutover translation (`reconciler.core.offsets.exact`): hand-built logs, then a property against an ideal.
 
 A "log" here is what a read_committed consumer returns: records with their offsets, gaps where compaction
 removed records or transaction markers and aborted records sit. The job copies the committed records in order;
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
-from reconciler.offsets.exact import (
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.offsets.exact import (
     ExactRequest,
     ExactTranslation,
     ExactTranslator,
@@ -24,7 +24,7 @@ from reconciler.offsets.exact import (
     match_exact,
     same_record,
 )
-from reconciler.offsets.history import SyncHistory
+from reconciler.core.offsets.history import SyncHistory
 
 pytestmark = pytest.mark.unit
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.mm2.wire import OffsetSync
-from reconciler.offsets.history import SyncHistory
-from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.core.offsets.history import SyncHistory
+from reconciler.core.offsets.readiness import FailoverReadiness, failover_readiness
 from reconciler.replication.metrics import ReplicationMetrics
 
 pytestmark = pytest.mark.unit

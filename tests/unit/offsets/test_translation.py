@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
-from reconciler.offsets.translation import SYNCS_PER_PARTITION, OffsetSyncStore
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.offsets.translation import SYNCS_PER_PARTITION, OffsetSyncStore
 
 pytestmark = pytest.mark.unit
 

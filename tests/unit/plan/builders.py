@@ -8,7 +8,8 @@ from typing import Any
 from reconciler.live.model import AclEntry, ClusterState, LiveState, TopicInfo
 from reconciler.plan.builder import build_plan
 from reconciler.plan.definition import Plan
-from reconciler.plan.inputs import JobInfo, JobStatus, RecordedResource, RecordedState
+from reconciler.resources.job_status import JobInfo, JobStatus
+from reconciler.resources.recorded import RecordedResource, RecordedState
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
 

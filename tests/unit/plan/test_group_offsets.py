@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.core.offsets.translation import OffsetSyncStore
 from reconciler.live.model import GroupInfo, LiveState
-from reconciler.mm2.wire import OffsetSync
-from reconciler.offsets.translation import OffsetSyncStore
 from reconciler.plan.builder import PlanError
-from reconciler.plan.definition import Action, Kind
+from reconciler.plan.definition import Action
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.render.text import render_text
+from reconciler.resources.addresses import Kind
 from tests.unit.plan.builders import desired, live, topic
 
 pytestmark = pytest.mark.unit
@@ -123,7 +124,8 @@ def test_flows_without_group_sync_plan_nothing_and_build_plan_raises_on_active()
     src = {"app-1": GroupInfo("app-1", "EMPTY", {("orders", 0): 150})}
     assert plan_group_offsets(ds, world(src, {}, syncs((0, 100, 90)))).changes == []
     from reconciler.plan.builder import build_plan
-    from reconciler.plan.inputs import JobStatus, RecordedState
+    from reconciler.resources.job_status import JobStatus
+    from reconciler.resources.recorded import RecordedState
 
     ds2 = desired(FLOW)
     dst = {"app-1": GroupInfo("app-1", "STABLE", {})}
@@ -140,7 +142,8 @@ def test_flows_without_group_sync_plan_nothing_and_build_plan_raises_on_active()
 
 def test_the_text_renderer_shows_the_offsets_table() -> None:
     from reconciler.plan.builder import build_plan
-    from reconciler.plan.inputs import JobStatus, RecordedState
+    from reconciler.resources.job_status import JobStatus
+    from reconciler.resources.recorded import RecordedState
 
     ds = desired(FLOW)
     src = {"app-1": GroupInfo("app-1", "EMPTY", {("orders", 0): 150})}

@@ -16,14 +16,15 @@ import pytest
 
 from reconciler.adapters.group_offsets import with_exact_offsets
 from reconciler.adapters.record_ranges import translate_exactly
+from reconciler.core.mm2.wire import OffsetSync
+from reconciler.core.offsets.exact import ExactRequest, ExactTranslation, still_copying, unknown
+from reconciler.core.offsets.history import SyncHistory
 from reconciler.live.model import GroupInfo, LiveState
-from reconciler.mm2.wire import OffsetSync
-from reconciler.offsets.exact import ExactRequest, ExactTranslation, still_copying, unknown
-from reconciler.offsets.history import SyncHistory
 from reconciler.plan.builder import build_plan
 from reconciler.plan.group_offsets import group_translation, plan_group_offsets
-from reconciler.plan.inputs import JobStatus, RecordedState
 from reconciler.render import render_json, render_text
+from reconciler.resources.job_status import JobStatus
+from reconciler.resources.recorded import RecordedState
 from tests.unit.plan.builders import desired, live, topic
 
 pytestmark = pytest.mark.unit

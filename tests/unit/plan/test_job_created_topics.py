@@ -16,7 +16,7 @@ import pytest
 
 from reconciler.plan.builder import PlanError
 from reconciler.plan.definition import Action
-from reconciler.plan.inputs import RecordedResource, RecordedState
+from reconciler.resources.recorded import RecordedResource, RecordedState
 from reconciler.spec.models import DesiredState, SparkSpec
 from tests.unit.plan.builders import by_address, desired, live, owned, owned_topics, plan, recorded, topic
 

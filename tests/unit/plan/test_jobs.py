@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from reconciler.plan.definition import Action
-from reconciler.plan.inputs import JobInfo, JobStatus
 from reconciler.plan.jobs import changed_fields
+from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
 from tests.unit.plan.builders import by_address, desired, live, owned, plan, running, topic

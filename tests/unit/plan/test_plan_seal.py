@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.operations import StalePlanError, check_saved_plan
+from reconciler.app.operations import StalePlanError, check_saved_plan
 from reconciler.plan.definition import Plan
-from reconciler.plan.inputs import JobStatus
 from reconciler.render import render_json, render_markdown, render_text
+from reconciler.resources.job_status import JobStatus
 from reconciler.state.records import StateSnapshot
 from tests.unit.plan.builders import desired, live, owned, plan, topic
 

@@ -11,9 +11,10 @@ import pytest
 
 from reconciler.live.model import LiveState
 from reconciler.plan.builder import PlanError
-from reconciler.plan.definition import Action, Kind
-from reconciler.plan.inputs import RecordedResource, RecordedState
+from reconciler.plan.definition import Action
 from reconciler.plan.quotas import plan_quotas, unread_warning
+from reconciler.resources.addresses import Kind
+from reconciler.resources.recorded import RecordedResource, RecordedState
 from tests.unit.plan.builders import by_address, desired, live, owned, plan, running
 
 pytestmark = pytest.mark.unit

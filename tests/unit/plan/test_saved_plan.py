@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.operations import StalePlanError, check_saved_plan
+from reconciler.app.operations import StalePlanError, check_saved_plan
 from reconciler.plan.definition import Plan
 from reconciler.state.records import StateSnapshot
 from tests.unit.plan.builders import desired, live, owned, plan, topic

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.policy import IdentityPolicy, PatternFilter, PrefixPolicy, TemplatePolicy
-from reconciler.policy.filters import java_subscribe_pattern, should_replicate_topic
+from reconciler.core.policy import IdentityPolicy, PatternFilter, PrefixPolicy, TemplatePolicy
+from reconciler.core.policy.filters import java_subscribe_pattern, should_replicate_topic
 from reconciler.spec.defaults import DEFAULT_TOPIC_EXCLUDES
 from reconciler.spec.models import FlowSpec
 

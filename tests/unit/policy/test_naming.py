@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.policy import IdentityPolicy, PrefixPolicy, TemplatePolicy, policy_for
+from reconciler.core.policy import IdentityPolicy, PrefixPolicy, TemplatePolicy, policy_for
 
 pytestmark = pytest.mark.unit
 

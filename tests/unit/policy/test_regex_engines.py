@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.policy import backtracking
-from reconciler.policy.backtracking import (
+from reconciler.core.policy import backtracking
+from reconciler.core.policy.backtracking import (
     MAX_PATTERN_CHARS,
     STEP_BUDGET,
     TOPIC_ALPHABET,
@@ -32,8 +32,8 @@ from reconciler.policy.backtracking import (
     position_automaton,
     worst_case_steps,
 )
-from reconciler.policy.filters import PatternFilter, compile_linear, java_subscribe_pattern
-from reconciler.policy.naming import policy_for
+from reconciler.core.policy.filters import PatternFilter, compile_linear, java_subscribe_pattern
+from reconciler.core.policy.naming import policy_for
 from reconciler.spec import SpecError, load_text
 from reconciler.spec.regex import regex_problems
 

@@ -9,18 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.plan.definition import (
-    KIND_ORDER,
-    Action,
+from reconciler.plan.definition import KIND_ORDER, Action, Plan, ResourceChange, StateRef, summarize
+from reconciler.resources.addresses import (
     Kind,
-    Plan,
-    ResourceChange,
-    StateRef,
     acl_address,
     group_offsets_address,
     internal_topic_address,
     job_address,
-    summarize,
     topic_address,
 )
 

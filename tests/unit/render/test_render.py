@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, topic_address
+from reconciler.plan.definition import Action, Plan, ResourceChange
 from reconciler.render import FORMATS, MARKER, render, render_json, render_markdown, render_text
 from reconciler.render.markdown import DEFAULT_MAX_CHARS
 from reconciler.render.view import SENSITIVE_VALUE, plan_view, view_of
+from reconciler.resources.addresses import Kind, topic_address
 from tests.unit.render.plans import (
     PLANS,
     RESOLVED_SECRET,

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import main
-from reconciler.policy.backtracking import catastrophic_backtracking
-from reconciler.policy.filters import PatternFilter
+from reconciler.core.policy.backtracking import catastrophic_backtracking
+from reconciler.core.policy.filters import PatternFilter
 from reconciler.spec import SpecError, load_text
 
 pytestmark = pytest.mark.unit

@@ -6,8 +6,9 @@ import pytest
 
 from reconciler.errors import KmirrorError
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
-from reconciler.plan.inputs import JobInfo, JobStatus, RecordedState
 from reconciler.plan.jobs import plan_jobs
+from reconciler.resources.job_status import JobInfo, JobStatus
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.loader import load_text
 from reconciler.spec.placement import (
     FETCH_BUDGET,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.offsets.exact import Record, same_record
+from reconciler.core.offsets.exact import Record, same_record
 from reconciler.verify.compare import (
     IN_FLIGHT,
     PartitionTally,

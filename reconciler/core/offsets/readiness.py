@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
 
 
 class SyncLookup(Protocol):

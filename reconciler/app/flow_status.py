@@ -16,12 +16,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from reconciler.cutover import readiness
+from reconciler.app.cutover import readiness
+from reconciler.app.operations import recorded_deployments, state_store
+from reconciler.core.mm2.wire import Heartbeat
+from reconciler.core.offsets.readiness import FailoverReadiness
 from reconciler.errors import KmirrorError
-from reconciler.jobcontract.status import read_report
-from reconciler.mm2.wire import Heartbeat
-from reconciler.offsets.readiness import FailoverReadiness
-from reconciler.operations import recorded_deployments, state_store
+from reconciler.jobcontract.job_report import read_report
 from reconciler.spec.models import DesiredState, FlowSpec
 
 

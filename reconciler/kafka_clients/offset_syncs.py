@@ -8,7 +8,7 @@ nothing is translated until the first read reached the end); `read_checkpoints` 
 group and partition from `<source>.checkpoints.internal`; `CheckpointWriter` produces checkpoints in MM2's
 wire format. Records that do not decode are skipped and counted, never acted on.
 
-Must not: decide what to translate, emit or write (that is `reconciler.offsets`), or commit consumer offsets.
+Must not: decide what to translate, emit or write (that is `reconciler.core.offsets`), or commit consumer offsets.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+from reconciler.core.mm2.wire import Checkpoint, OffsetSync
+from reconciler.core.offsets.checkpoints import CheckpointStore
+from reconciler.core.offsets.history import SyncHistory
+from reconciler.core.offsets.translation import OffsetSyncStore
 from reconciler.errors import ClusterUnreachableError, WireFormatError
-from reconciler.mm2.wire import Checkpoint, OffsetSync
-from reconciler.offsets.checkpoints import CheckpointStore
-from reconciler.offsets.history import SyncHistory
-from reconciler.offsets.translation import OffsetSyncStore
 
 log = logging.getLogger(__name__)
 

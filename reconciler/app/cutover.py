@@ -10,7 +10,7 @@ offsets all translate, and each group's checkpoint age. `run_cutover()` walks th
   4. translated offsets written for every group of the flow that is EMPTY on the target (an active one is an
      error naming it), never moving a target group backwards: the same planning as `kmirror plan`, except that
      each committed offset is first translated exactly where the records prove it (the records after its
-     offset-sync read on both clusters and matched one for one, `reconciler.offsets.exact`), and MM2's
+     offset-sync read on both clusters and matched one for one, `reconciler.core.offsets.exact`), and MM2's
      conservative rule answers the rest; each row says which, and why;
   5. what to switch: bootstrap servers, topic names, group ids.
 
@@ -38,20 +38,21 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.adapters.checkpointer import CycleReport, checkpoint_once, syncs_location
 from reconciler.adapters.group_offsets import with_exact_offsets, with_group_offsets, write_group_offsets
-from reconciler.adapters.kafka_admin import KafkaAdmin
-from reconciler.adapters.offset_syncs import read_checkpoints, read_offset_syncs
 from reconciler.adapters.replication_lag import replication_lag
+from reconciler.core.offsets.checkpoints import translate_group
+from reconciler.core.offsets.exact import ExactTranslation
+from reconciler.core.offsets.history import SyncHistory
+from reconciler.core.offsets.readiness import FailoverReadiness, failover_readiness
 from reconciler.errors import KmirrorError
+from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.kafka_clients.checkpointer import CycleReport, checkpoint_once
+from reconciler.kafka_clients.offset_syncs import read_checkpoints, read_offset_syncs
 from reconciler.live.model import ClusterState, LiveState
-from reconciler.offsets.checkpoints import translate_group
-from reconciler.offsets.exact import ExactTranslation
-from reconciler.offsets.history import SyncHistory
-from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
+from reconciler.live.selection import flow_source_groups
 from reconciler.plan.builder import PlanError
 from reconciler.plan.definition import ResourceChange
-from reconciler.plan.group_offsets import flow_source_groups, plan_group_offsets
+from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.state.lock import LockHeldError, StateLock, describe, holder
 from reconciler.state.store import ApplySession, StateStore
@@ -141,7 +142,7 @@ def _flow(desired: DesiredState, name: str) -> FlowSpec:
 def readiness(desired: DesiredState, flow_name: str, *, timeout: float = 30.0) -> Readiness:
     flow = _flow(desired, flow_name)
     admins = _admins(desired, flow, timeout)
-    cluster, topic = syncs_location(flow)
+    cluster, topic = flow.syncs_location()
     store = read_offset_syncs(desired.client_config(cluster), topic, timeout=timeout)
     return _readiness(desired, flow, admins, store, timeout)
 
@@ -220,7 +221,7 @@ def run_cutover(
 ) -> CutoverResult:
     flow = _flow(desired, flow_name)
     admins = _admins(desired, flow, client_timeout)
-    syncs_cluster, syncs_topic = syncs_location(flow)
+    syncs_cluster, syncs_topic = flow.syncs_location()
     result = CutoverResult()
     src, dst = flow.source, flow.target
     store = None if dry_run else _state_store(desired, client_timeout)
@@ -394,7 +395,7 @@ def _exact_offsets(
     client_timeout: float,
 ) -> LiveState:
     """Step 4's exact translation, as `kmirror plan` makes it (`with_exact_offsets`, no time budget): the records
-    after each group's offset-sync read on both clusters and matched (`reconciler.offsets.exact`)."""
+    after each group's offset-sync read on both clusters and matched (`reconciler.core.offsets.exact`)."""
     began = time.monotonic()
     live = with_exact_offsets(desired, live, admins, flows=[flow], timeout=client_timeout, budget=None)
     found = list(live.exact_offsets.get(flow.name, ()))

@@ -13,8 +13,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.adapters.kafka_admin import KafkaAdmin, Outcome
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, config_ops
+from reconciler.kafka_clients.admin import KafkaAdmin, Outcome
+from reconciler.plan.definition import Action, Plan, ResourceChange, config_ops
+from reconciler.resources.addresses import Kind
 
 
 def preflight_warnings(plan: Plan, admins: Mapping[str, KafkaAdmin]) -> list[str]:

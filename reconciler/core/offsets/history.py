@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
-from reconciler.offsets.translation import OffsetSyncStore
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.offsets.translation import OffsetSyncStore
 
 __all__ = ["DEFAULT_MAX_PER_PARTITION", "SyncHistory"]
 
@@ -95,7 +95,7 @@ class SyncHistory:
     def sync_at_or_before(self, topic_partition: TopicPartition, upstream_offset: int) -> OffsetSync | None:
         """The sync `translate_downstream` answers from (newest with upstream <= the offset), or None.
 
-        For the exact cutover (`reconciler.offsets.exact`), which reads the records from that sync on.
+        For the exact cutover (`reconciler.core.offsets.exact`), which reads the records from that sync on.
         """
         if not self.read_to_end:
             return None

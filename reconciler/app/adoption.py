@@ -22,9 +22,10 @@ from typing import Any
 from reconciler.errors import KmirrorError
 from reconciler.live.model import LiveState
 from reconciler.plan.acls import synced_acl
-from reconciler.plan.definition import Action, Kind
-from reconciler.plan.inputs import RecordedState
-from reconciler.plan.topics import plan_remote_topics, replicated_topics
+from reconciler.plan.definition import Action
+from reconciler.plan.topics import plan_remote_topics
+from reconciler.resources.addresses import Kind
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
 
 
@@ -135,7 +136,7 @@ def _adopt_acl(
             continue
         syncing = True
         source = live.clusters[flow.source]
-        remote_of = replicated_topics(flow, source)
+        remote_of = flow.remote_topics(source.topics)
         for entry in source.acls or ():
             synced = synced_acl(entry)
             if synced is None or remote_of.get(entry.resource_name) != topic:

@@ -52,10 +52,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from reconciler.adapters import client_quotas
-from reconciler.adapters.client_quotas import ClientQuotaError, CommandFactory
 from reconciler.artifacts.quota_tool import quota_tool_command
 from reconciler.errors import ClusterUnreachableError, KmirrorError
+from reconciler.kafka_clients import client_quotas
+from reconciler.kafka_clients.client_quotas import ClientQuotaError, CommandFactory
 from reconciler.live.model import AclEntry, GroupInfo
 
 T = TypeVar("T")

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Protocol
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
-from reconciler.offsets.checkpoints import Translator
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.offsets.checkpoints import Translator
 
 __all__ = [
     "KMIRROR_HEADER_PREFIX",

@@ -2,7 +2,7 @@
 
 Every `offsets.checkpoint_interval` a cycle: read the new offset-syncs; list the source groups that pass the
 flow's group filter and have offsets on replicated topics; translate and emit the checkpoints that are more
-recent than the last ones (MM2's rules, `reconciler.offsets.checkpoints`) to `<source>.checkpoints.internal` on
+recent than the last ones (MM2's rules, `reconciler.core.offsets.checkpoints`) to `<source>.checkpoints.internal` on
 the target; then, with `sync.group_offsets`, write the translated offsets of groups EMPTY (or absent) on the
 target, never moving a target group backwards. Checkpoints and written offsets carry the metadata string the
 source group committed with each offset, as MM2's do.
@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.adapters.kafka_admin import KafkaAdmin
-from reconciler.adapters.offset_syncs import CheckpointWriter, OffsetSyncReader, read_checkpoints
+from reconciler.core.offsets.checkpoints import checkpoints_from, offsets_to_sync, translate_group
+from reconciler.core.offsets.readiness import FailoverReadiness, failover_readiness
+from reconciler.core.topic_rules import COMPACT
 from reconciler.errors import KmirrorError
-from reconciler.offsets.checkpoints import checkpoints_from, offsets_to_sync, translate_group
-from reconciler.offsets.readiness import FailoverReadiness, failover_readiness
-from reconciler.plan.topics import COMPACT
+from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.kafka_clients.offset_syncs import CheckpointWriter, OffsetSyncReader, read_checkpoints
 from reconciler.spec.models import FlowSpec
 
 log = logging.getLogger("kmirror.checkpoints")
@@ -55,14 +55,6 @@ class CycleReport:
         return sum(self.seconds.values())
 
 
-def syncs_location(flow: FlowSpec) -> tuple[str, str]:
-    """(cluster alias, topic) of the flow's offset-syncs (MM2's offset-syncs.topic.location)."""
-    policy = flow.policy()
-    if flow.offsets.syncs_location == "source":
-        return flow.source, policy.offset_syncs_topic(flow.target)
-    return flow.target, policy.offset_syncs_topic(flow.source)
-
-
 class Checkpointer:
     """One flow's checkpoint state: its offset-syncs, its last checkpoints, its clients. Call `start()` first."""
 
@@ -83,7 +75,7 @@ class Checkpointer:
         self.source_admin = KafkaAdmin(flow.source, source_config, timeout)
         self.target_admin = KafkaAdmin(flow.target, target_config, timeout)
         self.checkpoints_topic = flow.policy().checkpoints_topic(flow.source)
-        self.syncs_cluster, self.syncs_topic = syncs_location(flow)
+        self.syncs_cluster, self.syncs_topic = flow.syncs_location()
         self._syncs: OffsetSyncReader | None = None
         self._writer: CheckpointWriter | None = None
         self.emitted_total = 0

@@ -34,8 +34,8 @@ from typing import Protocol
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-from reconciler.policy.backtracking import catastrophic_backtracking
-from reconciler.policy.naming import ReplicationPolicy, policy_for
+from reconciler.core.policy.backtracking import catastrophic_backtracking
+from reconciler.core.policy.naming import ReplicationPolicy, policy_for
 
 KMIRROR_INTERNAL_TOPIC_PATTERN = r"_kmirror\..*"
 """kmirror's own topics (the state topic and friends); never replicated whatever the filters say."""

@@ -1,46 +1,13 @@
-"""The values the planner takes besides desired and live state: what kmirror recorded, and how its jobs run.
+"""How the flows' replication jobs run, as their runners report it: the planner's third input, besides the
+desired and the live state, and what `kmirror status` shows.
 
-`RecordedState` is read from the state topic by the state store; `JobStatus` is reported by the job runner.
-Both are plain values here, so the planner can be tested with hand-built ones.
+Must not: import a runner, the job or a client (runners build these values; the planner reads them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-
-@dataclass(frozen=True)
-class RecordedResource:
-    """The last-applied form of one managed resource (a change's `after`, as applied)."""
-
-    address: str
-    kind: str
-    attributes: Mapping[str, Any]
-    #: Recorded before the call that creates it, by an apply that did not get to confirm it (it was killed).
-    pending: bool = False
-
-
-@dataclass(frozen=True)
-class RecordedState:
-    lineage: str | None = None
-    serial: int = 0
-    resources: Mapping[str, RecordedResource] = field(default_factory=dict)
-
-    def owns(self, address: str) -> bool:
-        return address in self.resources
-
-    def pending(self, address: str) -> bool:
-        r = self.resources.get(address)
-        return r is not None and r.pending
-
-    def get(self, address: str) -> Mapping[str, Any] | None:
-        r = self.resources.get(address)
-        return r.attributes if r else None
-
-    def of_kind(self, kind: str) -> list[RecordedResource]:
-        return [r for r in self.resources.values() if r.kind == kind]
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,14 @@ OffsetSyncStore); `emitter` decides when the replication job writes an offset-sy
 Both are pure: no Kafka or Spark client, no I/O.
 """
 
-from reconciler.offsets.emitter import (
+from reconciler.core.offsets.emitter import (
     OffsetSyncEmitter,
     PartitionSyncState,
     SyncDecision,
     SyncTrigger,
     decide_sync,
 )
-from reconciler.offsets.translation import SYNCS_PER_PARTITION, OffsetSyncStore
+from reconciler.core.offsets.translation import SYNCS_PER_PARTITION, OffsetSyncStore
 
 __all__ = [
     "SYNCS_PER_PARTITION",

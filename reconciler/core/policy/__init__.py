@@ -7,7 +7,7 @@ Pure: no Kafka or Spark client, no I/O, no import of `reconciler.spec` (the spec
 other way round).
 """
 
-from reconciler.policy.filters import (
+from reconciler.core.policy.filters import (
     KMIRROR_INTERNAL_TOPIC_PATTERN,
     PatternFilter,
     flow_policy,
@@ -21,7 +21,7 @@ from reconciler.policy.filters import (
     topic_matcher,
     topic_matches,
 )
-from reconciler.policy.naming import (
+from reconciler.core.policy.naming import (
     HEARTBEATS_TOPIC,
     IdentityPolicy,
     PrefixPolicy,

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
 
 __all__ = [
     "DEFAULT_OFFSET_LAG_MAX",

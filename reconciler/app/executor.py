@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reconciler.adapters.group_offsets import write_group_offsets
-from reconciler.adapters.kafka_admin import Outcome
+from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
-from reconciler.plan.definition import Action, Kind, Plan, ResourceChange, config_ops
+from reconciler.plan.definition import Action, Plan, ResourceChange, config_ops
+from reconciler.resources.addresses import Kind
 
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
@@ -45,7 +46,7 @@ class ChangeRecorder(Protocol):
 
 
 class ClusterAdmin(Protocol):
-    """What the executor needs from one cluster's admin (`reconciler.adapters.kafka_admin.KafkaAdmin`)."""
+    """What the executor needs from one cluster's admin (`reconciler.kafka_clients.admin.KafkaAdmin`)."""
 
     cluster: str
 

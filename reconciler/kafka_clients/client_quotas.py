@@ -1,7 +1,7 @@
 """Kafka client quotas (KIP-546) through Kafka's own Java Admin client, for the Kafka admin adapter.
 
 librdkafka, the client kmirror's CLI uses, has no client-quota admin call, so the adapter hands each batch to a small
-Java program (`reconciler/adapters/jvm/ClientQuotas.java`, built by `reconciler.artifacts.quota_tool`): one process
+Java program (`reconciler/kafka_clients/jvm/ClientQuotas.java`, built by `reconciler.artifacts.quota_tool`): one process
 per batch, ONE JSON request on its stdin (the cluster's Java client properties, secrets included, and the operation),
 ONE JSON answer on its stdout (per-client-id results, or one error for the whole call). This module encodes the
 request, runs the process with a timeout and decodes the answer into plain values and per-client-id `Outcome`s.

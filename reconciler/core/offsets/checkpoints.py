@@ -1,6 +1,6 @@
 """Checkpoints for consumer groups and the offsets to write into the target, with MM2's rules.
 
-What this is for: the checkpointer (an adapter, `reconciler.adapters.checkpointer`) lists the source groups,
+What this is for: the checkpointer (an adapter, `reconciler.kafka_clients.checkpointer`) lists the source groups,
 reads the offset-syncs, and asks this module what to emit and what to write; `kmirror plan` and `cutover` use
 the same translation. It follows apache/kafka `MirrorCheckpointTask`:
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from reconciler.mm2.wire import Checkpoint, OffsetSync, TopicPartition
+from reconciler.core.mm2.wire import Checkpoint, OffsetSync, TopicPartition
 
 __all__ = [
     "WRITABLE_STATES",

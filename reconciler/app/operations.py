@@ -13,21 +13,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.adapters.group_offsets import EXACT_BUDGET
-from reconciler.adapters.kafka_admin import KafkaAdmin
 from reconciler.adapters.live_reader import admins_for, read_live_state
-from reconciler.adapters.preflight import preflight_warnings
+from reconciler.app.executor import ChangeOutcome, Executor, JobRunner
+from reconciler.app.preflight import preflight_warnings
 from reconciler.errors import KmirrorError
-from reconciler.executor import ChangeOutcome, Executor, JobRunner
+from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.plan.builder import build_plan
-from reconciler.plan.definition import (
-    Action,
-    Kind,
-    Plan,
-    ResourceChange,
-    change_differences,
-    internal_topic_address,
-)
-from reconciler.plan.inputs import JobStatus, RecordedState
+from reconciler.plan.definition import Action, Plan, ResourceChange, change_differences
+from reconciler.resources.addresses import Kind, internal_topic_address
+from reconciler.resources.job_status import JobStatus
+from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
 from reconciler.state.lock import StateLock, force_unlock
 from reconciler.state.records import LockClaim, StateSnapshot
@@ -312,10 +307,10 @@ def state_rm(
 def import_resource(desired: DesiredState, address: str, *, lock_wait: float = 0.0, timeout: float = 30.0) -> StateEdit:
     """Adopt an existing remote topic or ACL as kmirror's (Terraform's `import`), under the lock.
 
-    Refused (`reconciler.adoption.ImportRefusedError`), with nothing recorded, unless it already is exactly what
+    Refused (`reconciler.app.adoption.ImportRefusedError`), with nothing recorded, unless it already is exactly what
     the flow would create; the cluster is only read.
     """
-    from reconciler.adoption import ImportRefusedError, adopt, split_address
+    from reconciler.app.adoption import ImportRefusedError, adopt, split_address
 
     _, parts = split_address(address)  # a malformed address is refused before any cluster or lock is touched
     if parts[0] not in desired.clusters:

@@ -29,7 +29,7 @@ value-in, value-out class; the adapter that consumes the offset-syncs topic feed
 
 from __future__ import annotations
 
-from reconciler.mm2.wire import OffsetSync, TopicPartition
+from reconciler.core.mm2.wire import OffsetSync, TopicPartition
 
 __all__ = ["SYNCS_PER_PARTITION", "OffsetSyncStore"]
 
