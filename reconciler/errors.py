@@ -34,6 +34,20 @@ class Diagnostic:
             return None
         return f"{self.file}:{self.line}:{self.column}" if self.line else self.file
 
+    @classmethod
+    def warning(cls, address: str | None, summary: str) -> Diagnostic:
+        """A warning about the resource at `address` (None: about the whole plan)."""
+        return cls("warning", summary, address=address)
+
+    @classmethod
+    def error(cls, address: str | None, summary: str) -> Diagnostic:
+        """An error about the resource at `address` (None: about the whole plan)."""
+        return cls("error", summary, address=address)
+
+    def __str__(self) -> str:
+        """One line for people: `<address>: <summary>`, or the summary alone."""
+        return f"{self.address}: {self.summary}" if self.address else self.summary
+
     def to_json(self) -> dict[str, Any]:
         return {
             "severity": self.severity,

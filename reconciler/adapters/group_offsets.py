@@ -27,10 +27,12 @@ from reconciler.adapters.record_ranges import translate_exactly
 from reconciler.adapters.replication_lag import replication_lag
 from reconciler.core.offsets.exact import ExactTranslation, exact_requests, unknown
 from reconciler.core.offsets.history import SyncHistory
+from reconciler.errors import Diagnostic
 from reconciler.kafka_clients.admin import KafkaAdmin, Outcome
 from reconciler.kafka_clients.offset_syncs import read_offset_syncs
 from reconciler.live.model import GroupInfo, LiveState
 from reconciler.live.selection import flow_source_groups
+from reconciler.resources.addresses import group_offsets_address
 from reconciler.spec.models import DesiredState, FlowSpec
 
 EXACT_BUDGET = 10.0
@@ -68,7 +70,7 @@ def with_group_offsets(
         listed = dict(zip(ids, pool.map(lambda c: admins[c].read_groups(ids[c].__contains__), ids), strict=True))
 
     targets = {c: listing for c, (listing, _) in listed.items()}
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     unknown: set[str] = set()  # groups whose target state is not known: nothing is planned for them
     for c, (listing, incomplete) in sorted(listed.items()):
         if incomplete is None:
@@ -76,9 +78,12 @@ def with_group_offsets(
         for g in sorted(ids[c] - set(listing)):
             unknown.add(g)
             warnings.append(
-                f"group_offsets/{c}/{g}: the consumer groups of '{c}' could not all be listed ({incomplete}); "
-                "this group is not known to be absent there, so no offsets are written to it in this plan. "
-                "Plan again when every broker answers."
+                Diagnostic.warning(
+                    group_offsets_address(c, g),
+                    f"the consumer groups of '{c}' could not all be listed ({incomplete}); "
+                    "this group is not known to be absent there, so no offsets are written to it in this plan. "
+                    "Plan again when every broker answers.",
+                )
             )
     if unknown:
         sources = {c: {g: i for g, i in gs.items() if g not in unknown} for c, gs in sources.items()}

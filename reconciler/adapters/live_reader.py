@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from reconciler.adapters.group_offsets import EXACT_BUDGET, with_exact_offsets, with_group_offsets
+from reconciler.errors import Diagnostic
 from reconciler.kafka_clients.admin import KafkaAdmin, TopicMeta
 from reconciler.kafka_clients.client_quotas import ClientQuotaError
 from reconciler.live.model import ClusterState, LiveState, TopicInfo
@@ -117,10 +118,10 @@ def read_live_state(
         acls = admin.acls() if name in read_acls else None
         quotas, problem = _quotas(admin, quota_ids.get(name, set()))
         if problem:
-            quota_warnings[name] = problem
+            quota_warnings[name] = Diagnostic.warning(None, problem)
         return ClusterState(name, topics, acls, brokers=admin.brokers, quotas=quotas)
 
-    quota_warnings: dict[str, str] = {}
+    quota_warnings: dict[str, Diagnostic] = {}
     with ThreadPoolExecutor(max_workers=max(1, len(admins))) as pool:
         states = dict(zip(admins, pool.map(phase2, admins), strict=True))
     warnings += tuple(quota_warnings[n] for n in sorted(quota_warnings))
@@ -131,7 +132,7 @@ def read_live_state(
 
 def _catch_up(
     admins: dict[str, KafkaAdmin], metadata: dict[str, dict[str, TopicMeta]], recorded: RecordedState
-) -> tuple[dict[str, dict[str, TopicMeta]], tuple[str, ...]]:
+) -> tuple[dict[str, dict[str, TopicMeta]], tuple[Diagnostic, ...]]:
     """Metadata that shows every recorded topic the controller has: waits for a broker that is behind.
 
     Without this, a plan made while the broker still publishes a burst of creates (an apply of thousands of
@@ -157,15 +158,18 @@ def _catch_up(
 
     with ThreadPoolExecutor(max_workers=len(absent)) as pool:
         results = dict(zip(absent, pool.map(catch_up, absent), strict=True))
-    warnings = []
+    warnings: list[Diagnostic] = []
     for cluster, (topics, still) in sorted(results.items()):
         metadata = {**metadata, cluster: topics}
         if still:
             names = ", ".join(sorted(still)[:5]) + (f" and {len(still) - 5} more" if len(still) > 5 else "")
             warnings.append(
-                f"cluster '{cluster}': {len(still)} recorded topic{'s' if len(still) != 1 else ''} ({names}) exist on "
-                "the controller but not yet in the brokers' metadata; the plan shows them as missing. Plan again "
-                "once the brokers have caught up."
+                Diagnostic.warning(
+                    None,
+                    f"cluster '{cluster}': {len(still)} recorded topic{'s' if len(still) != 1 else ''} ({names}) "
+                    "exist on the controller but not yet in the brokers' metadata; the plan shows them as missing. "
+                    "Plan again once the brokers have caught up.",
+                )
             )
     return metadata, tuple(warnings)
 

@@ -24,7 +24,7 @@ from reconciler.live.model import LiveState
 from reconciler.plan.acls import synced_acl
 from reconciler.plan.definition import Action
 from reconciler.plan.topics import plan_remote_topics
-from reconciler.resources.addresses import Kind
+from reconciler.resources.addresses import AclAddress, AddressError, Kind, TopicAddress, parse_address
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
 
@@ -43,14 +43,14 @@ class Adoption:
     notes: tuple[str, ...] = ()
 
 
-def split_address(address: str) -> tuple[str, list[str]]:
-    """(kind, parts) of an importable address; `ImportRefusedError` for any other shape."""
-    kind, _, rest = address.partition("/")
-    parts = rest.split("/")
-    if kind == Kind.TOPIC and len(parts) == 2 and all(parts):
-        return kind, parts
-    if kind == Kind.ACL and len(parts) == 4 and all(parts):
-        return kind, parts
+def importable_address(address: str) -> TopicAddress | AclAddress:
+    """The typed address of a remote topic or a synced ACL; `ImportRefusedError` for any other address."""
+    try:
+        parsed = parse_address(address)
+    except AddressError:
+        parsed = None
+    if isinstance(parsed, TopicAddress | AclAddress):
+        return parsed
     raise ImportRefusedError(
         f"cannot import {address!r}: import adopts a remote topic (topic/<cluster>/<name>) or a synced ACL "
         "(acl/<cluster>/<principal>/<operation>/<topic>); `kmirror plan` lists the addresses of both"
@@ -59,22 +59,23 @@ def split_address(address: str) -> tuple[str, list[str]]:
 
 def adopt(desired: DesiredState, live: LiveState, recorded: RecordedState, address: str) -> Adoption:
     """The `Adoption` of `address`, or `ImportRefusedError` saying why it does not match what the flow would make."""
-    kind, parts = split_address(address)
+    parsed = importable_address(address)
     if recorded.owns(address):
         raise ImportRefusedError(
             f"{address} is already in kmirror's state; nothing to import (`kmirror state show {address}`)"
         )
-    if parts[0] not in desired.clusters:
+    if parsed.cluster not in desired.clusters:
         raise ImportRefusedError(
-            f"cannot import {address}: no cluster '{parts[0]}' in the desired state "
+            f"cannot import {address}: no cluster '{parsed.cluster}' in the desired state "
             f"(clusters: {', '.join(sorted(desired.clusters))})"
         )
-    if kind == Kind.TOPIC:
-        return _adopt_topic(desired, live, recorded, address)
-    return _adopt_acl(desired, live, address, *parts)
+    if isinstance(parsed, TopicAddress):
+        return _adopt_topic(desired, live, recorded, parsed)
+    return _adopt_acl(desired, live, address, parsed.cluster, parsed.principal, parsed.operation, parsed.topic)
 
 
-def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState, address: str) -> Adoption:
+def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState, parsed: TopicAddress) -> Adoption:
+    address = str(parsed)
     adopting = desired.model_copy(
         update={
             "flows": tuple(
@@ -84,7 +85,7 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
         }
     )
     planned = plan_remote_topics(adopting, live, recorded)
-    errors = [e for e in planned.errors if e.startswith(f"{address}:")]
+    errors = [e for e in planned.errors if e.address == address]
     if errors:
         raise ImportRefusedError(f"cannot import {errors[0]}")
     change = next((c for c in planned.changes if c.address == address), None)
@@ -96,8 +97,7 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
         )
     if change.action == Action.CREATE:
         raise ImportRefusedError(
-            f"cannot import {address}: the topic does not exist on '{address.split('/')[1]}'; "
-            "`kmirror apply` creates it"
+            f"cannot import {address}: the topic does not exist on '{parsed.cluster}'; `kmirror apply` creates it"
         )
     before, after = change.before or {}, change.after or {}
     differences = []
@@ -111,10 +111,9 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
             have = "unset" if key not in configs_before else f"{configs_before[key]!r}"
             want = "unset" if key not in configs_after else f"{configs_after[key]!r}"
             differences.append(f"config {key} is {have}, the flow would set {want}")
-    refusing = [
-        w for w in planned.warnings if w.startswith(f"{address}:") and ("partitions" in w or "replication factor" in w)
-    ]
-    differences += [w.split(": ", 1)[1] for w in refusing]
+    mine = [w for w in planned.warnings if w.address == address]
+    refusing = [w for w in mine if "partitions" in w.summary or "replication factor" in w.summary]
+    differences += [w.summary for w in refusing]
     if differences:
         raise ImportRefusedError(
             f"cannot import {address}: it does not match what the flow would create: "
@@ -122,7 +121,7 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
             + ". Make the topic match (or fix the flow's topic_defaults / sync settings), then import again; "
             "or set `replication.adopt_existing: true` on the flow and let `kmirror apply` align it."
         )
-    notes = tuple(w for w in planned.warnings if w.startswith(f"{address}:") and w not in refusing)
+    notes = tuple(str(w) for w in mine if w not in refusing)
     return Adoption(address, Kind.TOPIC, dict(after), notes)
 
 

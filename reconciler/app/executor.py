@@ -30,7 +30,7 @@ from reconciler.adapters.group_offsets import write_group_offsets
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import Action, Plan, ResourceChange, config_ops
-from reconciler.resources.addresses import Kind
+from reconciler.resources.addresses import Kind, job_flow
 
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
@@ -123,7 +123,7 @@ def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]
     - group offsets wait for their flow's job change and the topics they are written for.
     """
     by_address = {c.address: c for c in changes}
-    jobs = {c.address.split("/", 1)[1]: c for c in changes if c.kind == Kind.JOB}
+    jobs = {job_flow(c.address): c for c in changes if c.kind == Kind.JOB}
     topic_writes = [c for c in changes if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC) and c.action != Action.DELETE]
     quotas = [c for c in changes if c.kind == Kind.QUOTA and c.action != Action.DELETE]
     deps: dict[str, tuple[str, ...]] = {}
@@ -136,7 +136,7 @@ def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]
             else:
                 found += [j.address for j in jobs.values() if j.action in (Action.DELETE, Action.REPLACE)]
         elif c.kind == Kind.JOB and c.action != Action.DELETE:
-            flow = c.address.split("/", 1)[1]
+            flow = job_flow(c.address)
             clusters = _job_clusters(c.after)
             # A stopped job's topics may be the ones this job writes (a renamed flow): never two writers at once.
             found += [j.address for j in jobs.values() if j.action == Action.DELETE]
@@ -352,7 +352,7 @@ class Executor:
     # -- jobs -------------------------------------------------------------------------------------------------
     def _jobs(self, jobs: list[ResourceChange]) -> None:
         for c in jobs:
-            flow = c.address.split("/", 1)[1]
+            flow = job_flow(c.address)
             if self.runner is None:
                 self._done(c, Outcome(c.address, False, "no job runner is configured for this apply"))
                 self._flush()

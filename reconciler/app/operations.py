@@ -20,7 +20,7 @@ from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.plan.builder import build_plan
 from reconciler.plan.definition import Action, Plan, ResourceChange, change_differences
-from reconciler.resources.addresses import Kind, internal_topic_address
+from reconciler.resources.addresses import Kind, internal_topic_address, job_flow
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
@@ -63,7 +63,7 @@ def recorded_deployments(recorded: RecordedState) -> dict[str, dict[str, Any]]:
     out = {}
     for r in recorded.of_kind(Kind.JOB):
         deployment = r.attributes.get("deployment")
-        flow = r.attributes.get("flow") or r.address.split("/", 1)[1]
+        flow = r.attributes.get("flow") or job_flow(r.address)
         if isinstance(deployment, dict) and isinstance(flow, str):
             out[flow] = dict(deployment)
     return out
@@ -310,12 +310,12 @@ def import_resource(desired: DesiredState, address: str, *, lock_wait: float = 0
     Refused (`reconciler.app.adoption.ImportRefusedError`), with nothing recorded, unless it already is exactly what
     the flow would create; the cluster is only read.
     """
-    from reconciler.app.adoption import ImportRefusedError, adopt, split_address
+    from reconciler.app.adoption import ImportRefusedError, adopt, importable_address
 
-    _, parts = split_address(address)  # a malformed address is refused before any cluster or lock is touched
-    if parts[0] not in desired.clusters:
+    cluster = importable_address(address).cluster  # a malformed address is refused before a cluster is touched
+    if cluster not in desired.clusters:
         raise ImportRefusedError(
-            f"cannot import {address}: no cluster '{parts[0]}' in the desired state "
+            f"cannot import {address}: no cluster '{cluster}' in the desired state "
             f"(clusters: {', '.join(sorted(desired.clusters))})"
         )
     store = state_store(desired, timeout)

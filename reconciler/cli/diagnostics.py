@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
@@ -24,9 +23,6 @@ from reconciler.errors import Diagnostic, KmirrorError
 from reconciler.plan.builder import PlanError
 from reconciler.spec.issues import SpecError, SpecIssue, format_field_path
 from reconciler.spec.loader import LoadedSpec
-
-_ADDRESS = re.compile(r"^((?:topic|internal_topic|acl|job|group_offsets)/[^\s:]+(?::[^\s:]+)*?): (.*)$", re.S)
-_FLOW = re.compile(r"^flow ([A-Za-z0-9][A-Za-z0-9._-]*): (.*)$", re.S)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,22 +40,10 @@ def issue_diagnostic(issue: SpecIssue) -> Diagnostic:
     )
 
 
-def problem_diagnostic(problem: str) -> Diagnostic:
-    """A planner problem (`<address>: what, what to do`) with its address split off."""
-    match = _ADDRESS.match(problem)
-    if match:
-        return Diagnostic("error", match.group(2), address=match.group(1))
-    match = _FLOW.match(problem)
-    if match:
-        return Diagnostic("error", match.group(2), address=f"job/{match.group(1)}")
-    return Diagnostic("error", problem)
-
-
 def diagnostics_of(exc: KmirrorError) -> tuple[Diagnostic, ...]:
     if isinstance(exc, SpecError):
         return tuple(issue_diagnostic(i) for i in exc.issues)
-    plan_problems = exc.problems if isinstance(exc, PlanError) else None
-    found = exc.diagnostics() if plan_problems is None else tuple(problem_diagnostic(p) for p in plan_problems)
+    found = exc.problems if isinstance(exc, PlanError) else exc.diagnostics()
     spec: LoadedSpec | None = getattr(exc, _SPEC_ATTRIBUTE, None)
     return found if spec is None else tuple(_locate(d, spec) for d in found)
 
@@ -80,7 +64,7 @@ def located_in(spec: LoadedSpec) -> Iterator[None]:
 def _locate(diagnostic: Diagnostic, spec: LoadedSpec) -> Diagnostic:
     if diagnostic.file is not None or not (diagnostic.address or "").startswith("cluster/"):
         return diagnostic
-    path = ("clusters", (diagnostic.address or "").split("/", 1)[1], "bootstrap_servers")
+    path = ("clusters", (diagnostic.address or "").removeprefix("cluster/"), "bootstrap_servers")
     if not spec.locations.has(path):
         return diagnostic
     mark = spec.locations.value(path)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
+from reconciler.errors import Diagnostic
+
 if TYPE_CHECKING:
     from reconciler.core.offsets.checkpoints import Translator
     from reconciler.core.offsets.exact import ExactTranslation
@@ -73,7 +75,8 @@ class ClusterState:
 @dataclass(frozen=True)
 class LiveState:
     clusters: Mapping[str, ClusterState]
-    warnings: tuple[str, ...] = ()
+    #: What could not be read, each about its resource when it has one (a `Diagnostic` with its address).
+    warnings: tuple[Diagnostic, ...] = ()
     #: Admin round trips it took to read, per cluster (for the scale benchmark and --debug).
     round_trips: Mapping[str, int] = field(default_factory=dict)
     #: Per flow name, its offset-syncs read to the end (only for flows that sync group offsets). A flow that is

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from reconciler.errors import Diagnostic
 from reconciler.live.model import AclEntry, LiveState
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
@@ -45,13 +46,18 @@ def plan_acls(desired: DesiredState, live: LiveState, recorded: RecordedState) -
         source, target = live.clusters[flow.source], live.clusters[flow.target]
         if source.acls is None:
             out.warnings.append(
-                f"flow {flow.name}: the ACLs of '{flow.source}' cannot be read (no authorizer, or no DESCRIBE "
-                "permission on the cluster); ACL sync skipped."
+                Diagnostic.warning(
+                    None,  # about the flow's ACL sync as a whole, shown whatever --target names
+                    f"flow {flow.name}: the ACLs of '{flow.source}' cannot be read (no authorizer, or no DESCRIBE "
+                    "permission on the cluster); ACL sync skipped.",
+                )
             )
             continue
         if target.acls is None:
             out.warnings.append(
-                f"flow {flow.name}: '{flow.target}' has no authorizer (or denies DESCRIBE); ACL sync skipped."
+                Diagnostic.warning(
+                    None, f"flow {flow.name}: '{flow.target}' has no authorizer (or denies DESCRIBE); ACL sync skipped."
+                )
             )
             continue
         readable_targets.add(flow.target)
@@ -91,7 +97,10 @@ def plan_acls(desired: DesiredState, live: LiveState, recorded: RecordedState) -
         stale = (mine & current) - wanted
         if stale and not desired.prune.acls:
             out.warnings.append(
-                f"{address}: {len(stale)} ACL(s) kmirror created are no longer synced; kept because prune.acls is off."
+                Diagnostic.warning(
+                    address,
+                    f"{len(stale)} ACL(s) kmirror created are no longer synced; kept because prune.acls is off.",
+                )
             )
             wanted = wanted | stale
         after = wanted | (current - mine)  # ACLs kmirror did not create stay, always

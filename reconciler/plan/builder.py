@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 
-from reconciler.errors import KmirrorError
+from reconciler.errors import Diagnostic, KmirrorError
 from reconciler.live.model import LiveState
 from reconciler.plan.acls import plan_acls
 from reconciler.plan.definition import KIND_ORDER, Plan, ResourceChange, StateRef, summarize
@@ -26,7 +26,7 @@ from reconciler.spec.models import DesiredState
 class PlanError(KmirrorError):
     """Changes that are dangerous or impossible; nothing is planned until they are resolved."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    def __init__(self, problems: Sequence[Diagnostic]) -> None:
         self.problems = tuple(problems)
         n = len(self.problems)
         super().__init__(
@@ -60,7 +60,7 @@ def build_plan(
     warnings = [*live.warnings, *(w for s in steps for w in s.warnings)]
     if targets:
         changes = [c for c in changes if matches_target(c.address, targets)]
-        warnings = [w for w in warnings if not _is_addressed(w) or matches_target(w.split(":", 1)[0], targets)]
+        warnings = [w for w in warnings if w.address is None or matches_target(w.address, targets)]
     ordered = tuple(sorted(changes, key=lambda c: (KIND_ORDER.index(c.kind), c.address)))
     return Plan(
         plan_id=plan_id,
@@ -68,7 +68,7 @@ def build_plan(
         spec_digest=desired.spec_digest(),
         state=StateRef(lineage=recorded.lineage, serial=recorded.serial),
         changes=ordered,
-        warnings=tuple(warnings),
+        warnings=tuple(str(w) for w in warnings),
         summary=summarize(ordered),
     ).sealed()
 
@@ -78,11 +78,6 @@ def matches_target(address: str, targets: Sequence[str]) -> bool:
     return any(
         address == t or (t.endswith("/") and address.startswith(t)) or fnmatch.fnmatchcase(address, t) for t in targets
     )
-
-
-def _is_addressed(warning: str) -> bool:
-    head = warning.split(":", 1)[0]
-    return "/" in head and " " not in head
 
 
 def changes_by_address(changes: Sequence[ResourceChange]) -> dict[str, ResourceChange]:

@@ -28,11 +28,12 @@ from typing import Any
 
 from reconciler.core.offsets.checkpoints import WRITABLE_STATES, Translator, translate_group
 from reconciler.core.offsets.exact import ExactTranslation, ExactTranslator
+from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.selection import flow_source_groups
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
-from reconciler.resources.addresses import Kind, group_offsets_address
+from reconciler.resources.addresses import Kind, group_offsets_address, job_address
 from reconciler.spec.models import DesiredState, FlowSpec
 
 
@@ -55,8 +56,11 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
     store = live.offset_syncs.get(flow.name)
     if store is None:
         out.warnings.append(
-            f"job/{flow.name}: no offset-syncs to read yet, so the offsets of {len(groups)} consumer group(s) "
-            "cannot be translated; they are planned once the replication job has copied records"
+            Diagnostic.warning(
+                job_address(flow.name),
+                f"no offset-syncs to read yet, so the offsets of {len(groups)} consumer group(s) "
+                "cannot be translated; they are planned once the replication job has copied records",
+            )
         )
         return
     target = live.clusters[flow.target].groups
@@ -93,17 +97,23 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
         address = group_offsets_address(flow.target, group)
         if untranslated:
             out.warnings.append(
-                f"{address}: {untranslated} partition(s) have no offset-sync at or below the committed offset yet "
-                "and are not written (replication has not reached them)"
+                Diagnostic.warning(
+                    address,
+                    f"{untranslated} partition(s) have no offset-sync at or below the committed offset yet "
+                    "and are not written (replication has not reached them)",
+                )
             )
         if not moving:
             continue
         if current is not None and current.state not in WRITABLE_STATES:
             out.errors.append(
-                f"{address}: consumer group '{group}' is active on cluster '{flow.target}' (state {current.state}) "
-                f"and {len(moving)} of its partition offsets would move; kmirror only writes offsets of groups that "
-                f"are EMPTY on the target. Stop its consumers on '{flow.target}' (or leave the group out with the "
-                f"flow's groups.exclude), then plan again."
+                Diagnostic.error(
+                    address,
+                    f"consumer group '{group}' is active on cluster '{flow.target}' (state {current.state}) "
+                    f"and {len(moving)} of its partition offsets would move; kmirror only writes offsets of groups "
+                    f"that are EMPTY on the target. Stop its consumers on '{flow.target}' (or leave the group out "
+                    f"with the flow's groups.exclude), then plan again.",
+                )
             )
             continue
         verdict, summary = group_translation(moving)

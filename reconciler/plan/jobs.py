@@ -24,11 +24,12 @@ from typing import Any
 from deepdiff import DeepDiff
 
 from reconciler.core.policy.filters import eos_group
+from reconciler.errors import Diagnostic
 from reconciler.jobcontract.spec import eos_flow_for
 from reconciler.live.model import LiveState
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
-from reconciler.resources.addresses import Kind, job_address
+from reconciler.resources.addresses import Kind, job_address, job_flow
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
@@ -53,33 +54,49 @@ def plan_jobs(
     if desired.spark.deploy == "none":
         return out  # records are copied by something else; kmirror manages no job
     if not jobs.known:
-        out.warnings.append("the job runner could not be asked about running jobs; no job changes planned.")
+        out.warnings.append(
+            Diagnostic.warning(None, "the job runner could not be asked about running jobs; no job changes planned.")
+        )
         return out
     if jobs.ephemeral_host and desired.spark.deploy == "local" and desired.enabled_flows:
         out.warnings.append(
-            "spark.deploy is 'local' on a CI runner: the jobs apply starts live only as long as this machine; "
-            "use deploy 'standalone' with a shared checkpoint_root for jobs that outlive the run."
+            Diagnostic.warning(
+                None,
+                "spark.deploy is 'local' on a CI runner: the jobs apply starts live only as long as this machine; "
+                "use deploy 'standalone' with a shared checkpoint_root for jobs that outlive the run.",
+            )
         )
     for name, reported in sorted(jobs.jobs.items()):
         address = job_address(name)
         if reported.restarts and reported.running:
             error = f"; last error: {reported.last_error}" if reported.last_error else ""
-            out.warnings.append(f"{address}: the job restarted its query {reported.restarts} time(s){error}")
+            out.warnings.append(
+                Diagnostic.warning(address, f"the job restarted its query {reported.restarts} time(s){error}")
+            )
         if reported.fenced_writers and reported.running:
             out.warnings.append(
-                f"{address}: another writer of this flow's partitions is alive (an older deployment on another "
-                f"machine, or a stray Spark task): it fenced the job's exactly-once writers "
-                f"{reported.fenced_writers} time(s); nothing was lost, but stop it (see docs/delivery.md)"
+                Diagnostic.warning(
+                    address,
+                    f"another writer of this flow's partitions is alive (an older deployment on another "
+                    f"machine, or a stray Spark task): it fenced the job's exactly-once writers "
+                    f"{reported.fenced_writers} time(s); nothing was lost, but stop it (see docs/delivery.md)",
+                )
             )
         if reported.superseded_by:
             out.warnings.append(
-                f"{address}: this job stopped for good: generation {reported.superseded_by} of the flow (a newer "
-                "deployment) writes its partitions; if that deployment is not wanted, stop it before applying here"
+                Diagnostic.warning(
+                    address,
+                    f"this job stopped for good: generation {reported.superseded_by} of the flow (a newer "
+                    "deployment) writes its partitions; if that deployment is not wanted, stop it before applying here",
+                )
             )
         if reported.data_loss_records:
             out.warnings.append(
-                f"{address}: {reported.data_loss_records} record(s) were deleted on the source before the job "
-                "copied them (retention or DeleteRecords); see `kmirror status`"
+                Diagnostic.warning(
+                    address,
+                    f"{reported.data_loss_records} record(s) were deleted on the source before the job "
+                    "copied them (retention or DeleteRecords); see `kmirror status`",
+                )
             )
     enabled = set()
     renamed = {m.to: m.from_ for m in desired.moved}
@@ -92,7 +109,9 @@ def plan_jobs(
         info = jobs.jobs.get(flow.name)
         last = recorded.get(address)
         if info is not None and info.running is None:
-            out.warnings.append(f"{address}: {info.detail or 'its job cannot be seen from here'}; no change planned")
+            out.warnings.append(
+                Diagnostic.warning(address, f"{info.detail or 'its job cannot be seen from here'}; no change planned")
+            )
             continue
         before = None if info is None else {"running": info.running, "spec_digest": info.spec_digest}
         running_digest = info.spec_digest if info is not None and info.running else None
@@ -162,17 +181,19 @@ def plan_jobs(
                 )
             out.changes.append(change(Action.UPDATE, "restart", f"job is not running{detail}"))
 
-    gone = {r.attributes.get("flow", r.address.split("/", 1)[1]) for r in recorded.of_kind(Kind.JOB)}
+    gone = {r.attributes.get("flow", job_flow(r.address)) for r in recorded.of_kind(Kind.JOB)}
     gone |= {name for name, info in jobs.jobs.items() if info.running is not False}
     declared = {f.name for f in desired.flows}
     for name in sorted(gone - enabled - moved):
         address = job_address(name)
         info = jobs.jobs.get(name)
         if info is not None and info.running is None:
-            out.warnings.append(f"{address}: {info.detail}; not stopped from here")
+            out.warnings.append(Diagnostic.warning(address, f"{info.detail}; not stopped from here"))
             continue
         if not desired.prune.jobs:
-            out.warnings.append(f"{address}: the flow is gone or disabled; its job is kept because prune.jobs is off.")
+            out.warnings.append(
+                Diagnostic.warning(address, "the flow is gone or disabled; its job is kept because prune.jobs is off.")
+            )
             continue
         removed = name not in declared
         eos = removed_flow_eos_group(desired, name, recorded.get(address)) if removed else None

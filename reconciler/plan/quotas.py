@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.selection import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, throttled_clients
 from reconciler.plan.definition import Action, ResourceChange
@@ -42,12 +43,13 @@ RATE_NAMES = (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE)
 LiveQuotas = Mapping[str, Mapping[str, Mapping[str, float]]]
 
 
-def unread_warning(clusters: Iterable[str]) -> str:
+def unread_warning(clusters: Iterable[str]) -> Diagnostic:
     """The plan's warning when quota rows were planned against kmirror's record, not the brokers' quotas."""
     names = ", ".join(f"'{c}'" for c in sorted(set(clusters)))
-    return (
+    return Diagnostic.warning(
+        None,
         f"client quotas were not read from cluster {names}, so its quota/ rows are planned against what kmirror "
-        "recorded, not against the broker"
+        "recorded, not against the broker",
     )
 
 
@@ -80,8 +82,12 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
         for address, form in flow_quotas(desired, flow).items():
             if address in want:  # two flows, one client id: only a flow's own consumer/producer client.id can do it
                 out.errors.append(
-                    f"{address}: flows {want[address]['flow']} and {flow.name} would both throttle this client id; "
-                    "give each flow its own client.id in replication.consumer/producer (or none: kmirror's are unique)"
+                    Diagnostic.error(
+                        address,
+                        f"flows {want[address]['flow']} and {flow.name} would both throttle this client id; "
+                        "give each flow its own client.id in replication.consumer/producer "
+                        "(or none: kmirror's are unique)",
+                    )
                 )
                 continue
             want[address] = form

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from reconciler.core.topic_rules import COMPACT, durable_configs, internal_replication_factor
+from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState, TopicInfo
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.resources.addresses import Kind, internal_topic_address, job_address, topic_address
@@ -55,14 +56,15 @@ class RemoteTopic:
 @dataclass
 class TopicPlan:
     changes: list[ResourceChange] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    #: Findings with their subject's address: nothing downstream parses a message to learn what it is about.
+    warnings: list[Diagnostic] = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
 
 
-def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[RemoteTopic], list[str]]:
+def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[RemoteTopic], list[Diagnostic]]:
     """Every remote topic the flows ask for; two sources writing one remote topic is an error."""
     topics: list[RemoteTopic] = []
-    errors: list[str] = []
+    errors: list[Diagnostic] = []
     owner: dict[tuple[str, str], RemoteTopic] = {}
     for flow in desired.enabled_flows:
         source = live.clusters[flow.source]
@@ -82,10 +84,13 @@ def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[
             other = owner.get((flow.target, remote))
             if other is not None:
                 errors.append(
-                    f"{topic_address(flow.target, remote)}: two sources would write this remote topic: "
-                    f"{other.source_cluster}:{other.source_topic} (flow {other.flow}) and "
-                    f"{flow.source}:{source_topic} (flow {flow.name}). Use prefix naming for one of the flows, "
-                    "or exclude one of the topics."
+                    Diagnostic.error(
+                        topic_address(flow.target, remote),
+                        f"two sources would write this remote topic: "
+                        f"{other.source_cluster}:{other.source_topic} (flow {other.flow}) and "
+                        f"{flow.source}:{source_topic} (flow {flow.name}). Use prefix naming for one of the flows, "
+                        "or exclude one of the topics.",
+                    )
                 )
                 continue
             owner[(flow.target, remote)] = rt
@@ -100,9 +105,12 @@ def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: Recorde
         rf, brokers = flow.topic_defaults.replication_factor, live.clusters[flow.target].brokers
         if brokers is not None and rf > brokers:
             out.errors.append(
-                f"flow {flow.name}: topic_defaults.replication_factor is {rf}, but '{flow.target}' has "
-                f"{brokers} broker{'s' if brokers != 1 else ''}; no remote topic could be created. Lower it, or use "
-                "-1 for the broker's default."
+                Diagnostic.error(
+                    job_address(flow.name),
+                    f"topic_defaults.replication_factor is {rf}, but '{flow.target}' has "
+                    f"{brokers} broker{'s' if brokers != 1 else ''}; no remote topic could be created. Lower it, "
+                    "or use -1 for the broker's default.",
+                )
             )
     wanted_addresses = set()
     deployed = {flow.name: deployed_job_flow(desired, recorded, flow) for flow in desired.enabled_flows}
@@ -185,10 +193,14 @@ def _plan_one(
     if not owned and not rt.adopt and not by_job:
         holds = " and holds records" if current.has_records else ""
         out.errors.append(
-            f"{address}: topic '{rt.name}' already exists on '{rt.target_cluster}'{holds}, but kmirror did not create "
-            f"it, so it is not a mirror kmirror owns; flow {rt.flow} would write {rt.source_cluster}:{rt.source_topic} "
-            "into it. To migrate onto pre-created topics set `replication.adopt_existing: true` on the flow; "
-            "otherwise delete or rename the target topic, or exclude the source topic."
+            Diagnostic.error(
+                address,
+                f"topic '{rt.name}' already exists on '{rt.target_cluster}'{holds}, but kmirror did not create "
+                f"it, so it is not a mirror kmirror owns; flow {rt.flow} would write "
+                f"{rt.source_cluster}:{rt.source_topic} into it. To migrate onto pre-created topics set "
+                "`replication.adopt_existing: true` on the flow; "
+                "otherwise delete or rename the target topic, or exclude the source topic.",
+            )
         )
         return
     reasons: list[str] = []
@@ -198,13 +210,19 @@ def _plan_one(
         reasons.append(f"partitions {current.partitions} -> {rt.partitions} (source grew)")
     elif rt.partitions < current.partitions:
         out.warnings.append(
-            f"{address}: has {current.partitions} partitions, more than its source {origin} "
-            f"({rt.partitions}); partitions never shrink, so this is left as it is."
+            Diagnostic.warning(
+                address,
+                f"has {current.partitions} partitions, more than its source {origin} "
+                f"({rt.partitions}); partitions never shrink, so this is left as it is.",
+            )
         )
     if rt.replication_factor not in (-1, current.replication_factor):
         out.warnings.append(
-            f"{address}: replication factor is {current.replication_factor}, the flow asks for "
-            f"{rt.replication_factor}; kmirror reports this and does not reassign replicas."
+            Diagnostic.warning(
+                address,
+                f"replication factor is {current.replication_factor}, the flow asks for "
+                f"{rt.replication_factor}; kmirror reports this and does not reassign replicas.",
+            )
         )
     configs = {k: v for k, v in current.configs.items() if excluded(k)}  # excluded keys: the target's own
     configs.update(rt.configs)
@@ -217,7 +235,9 @@ def _plan_one(
         reasons.insert(0, "adopting the existing topic as a mirror (adopt_existing)")
         if current.has_records:
             out.warnings.append(
-                f"{address}: adopting a topic that already holds records; replicated records are appended after them."
+                Diagnostic.warning(
+                    address, "adopting a topic that already holds records; replicated records are appended after them."
+                )
             )
     if not reasons and pending:
         reasons.append(CONFIRM_PENDING)
@@ -253,7 +273,9 @@ def _plan_removed(
         if not desired.prune.topics:
             if current is not None:
                 out.warnings.append(
-                    f"{res.address}: no flow replicates into this topic any more; kept because prune.topics is off."
+                    Diagnostic.warning(
+                        res.address, "no flow replicates into this topic any more; kept because prune.topics is off."
+                    )
                 )
             continue
         out.changes.append(
@@ -308,9 +330,12 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
         brokers = live.clusters[cluster].brokers
         if brokers is not None and current.replication_factor < internal_replication_factor(brokers):
             out.warnings.append(
-                f"{address}: replication factor {current.replication_factor} on a cluster of {brokers} brokers; "
-                f"losing one broker can lose {purpose}. kmirror does not reassign replicas: raise it with "
-                "kafka-reassign-partitions."
+                Diagnostic.warning(
+                    address,
+                    f"replication factor {current.replication_factor} on a cluster of {brokers} brokers; "
+                    f"losing one broker can lose {purpose}. kmirror does not reassign replicas: raise it with "
+                    "kafka-reassign-partitions.",
+                )
             )
         if current.configs.get("cleanup.policy") != "compact" or missing or recorded.pending(address):
             configs = {**current.configs, **COMPACT, **missing}

@@ -119,10 +119,10 @@ def parse_address(text: str) -> Address:
         raise AddressError(f"'{text}' is not a resource address: it must start with one of {kinds}") from None
     parts = rest.split("/")
     if not rest or any(not p for p in parts[:1]):
-        raise AddressError(f"'{text}' is not a {kind} address: the form is {_FORMS[kind]}")
+        raise AddressError(f"'{text}' is not a valid {kind} address: the form is {_FORMS[kind]}")
     address = _build(kind, rest, parts)
     if address is None:
-        raise AddressError(f"'{text}' is not a {kind} address: the form is {_FORMS[kind]}")
+        raise AddressError(f"'{text}' is not a valid {kind} address: the form is {_FORMS[kind]}")
     return address
 
 
@@ -140,9 +140,17 @@ def _build(kind: Kind, rest: str, parts: list[str]) -> Address | None:
         return GroupOffsetsAddress(cluster, remainder)
     if kind == Kind.QUOTA:
         return QuotaAddress(cluster, remainder)
-    if len(parts) < 5 or not parts[-1] or not parts[-2]:  # acl: the principal may hold a '/'
+    if len(parts) < 4 or not parts[-1] or not parts[-2]:  # acl: the principal may hold a '/'
         return None
     return AclAddress(cluster, "/".join(parts[1:-2]), parts[-2], parts[-1])
+
+
+def job_flow(address: str) -> str:
+    """The flow of a `job/<flow>` address; an `AddressError` for any other address."""
+    parsed = parse_address(address)
+    if not isinstance(parsed, JobAddress):
+        raise AddressError(f"'{address}' is not a job address: the form is {_FORMS[Kind.JOB]}")
+    return parsed.flow
 
 
 def topic_address(cluster: str, name: str) -> str:

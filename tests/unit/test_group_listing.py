@@ -57,4 +57,4 @@ def test_a_target_group_missing_from_an_incomplete_listing_gets_no_offsets(
     else:
         assert planned == {"group_offsets/dst/audit"}
         [warning] = lv.warnings
-        assert warning.startswith("group_offsets/dst/billing: ") and "broker 2: timed out" in warning
+        assert warning.address == "group_offsets/dst/billing" and "broker 2: timed out" in warning.summary

@@ -99,7 +99,9 @@ def test_active_target_group_that_would_move_is_an_error_naming_it() -> None:
     out = plan_group_offsets(ds, world(src, dst, syncs((0, 100, 90))))
     assert out.changes == []
     [err] = out.errors
-    assert "group_offsets/dst/app-1" in err and "'app-1' is active on cluster 'dst' (state STABLE)" in err
+    assert (
+        err.address == "group_offsets/dst/app-1" and "'app-1' is active on cluster 'dst' (state STABLE)" in err.summary
+    )
 
 
 def test_active_target_group_already_ahead_is_fine() -> None:
@@ -114,9 +116,11 @@ def test_untranslatable_partitions_and_missing_syncs_are_warnings() -> None:
     ds = desired(FLOW)
     src = {"app-1": GroupInfo("app-1", "EMPTY", {("orders", 0): 50})}
     out = plan_group_offsets(ds, world(src, {}, syncs((0, 100, 90))))
-    assert out.changes == [] and "no offset-sync at or below" in out.warnings[0]
+    assert out.changes == [] and "no offset-sync at or below" in out.warnings[0].summary
+    assert out.warnings[0].address == "group_offsets/dst/app-1"
     out = plan_group_offsets(ds, world(src, {}, None))
-    assert out.changes == [] and "no offset-syncs to read yet" in out.warnings[0]
+    assert out.changes == [] and "no offset-syncs to read yet" in out.warnings[0].summary
+    assert out.warnings[0].address == "job/f"
 
 
 def test_flows_without_group_sync_plan_nothing_and_build_plan_raises_on_active() -> None:
