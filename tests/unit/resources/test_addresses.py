@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.unit
-
 from reconciler.resources.addresses import (
     AclAddress,
     AddressError,
@@ -17,6 +15,8 @@ from reconciler.resources.addresses import (
     job_flow,
     parse_address,
 )
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(
