@@ -22,7 +22,7 @@ from typing import Any
 from reconciler.errors import KmirrorError
 from reconciler.live.model import LiveState
 from reconciler.plan.acls import synced_acl
-from reconciler.plan.definition import Action
+from reconciler.plan.definition import Action, TopicChange
 from reconciler.plan.topics import plan_remote_topics
 from reconciler.resources.addresses import AclAddress, AddressError, Kind, TopicAddress, parse_address
 from reconciler.resources.recorded import RecordedState
@@ -99,13 +99,13 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
         raise ImportRefusedError(
             f"cannot import {address}: the topic does not exist on '{parsed.cluster}'; `kmirror apply` creates it"
         )
-    before, after = change.before or {}, change.after or {}
+    if not isinstance(change, TopicChange) or change.before is None or change.after is None:
+        raise ImportRefusedError(f"cannot import {address}: the plan has no update of this topic to compare with")
+    before, after = change.before, change.after
     differences = []
-    if before.get("partitions") != after.get("partitions"):
-        differences.append(
-            f"it has {before.get('partitions')} partitions, the flow would create {after.get('partitions')}"
-        )
-    configs_before, configs_after = before.get("configs", {}), after.get("configs", {})
+    if before.partitions != after.partitions:
+        differences.append(f"it has {before.partitions} partitions, the flow would create {after.partitions}")
+    configs_before, configs_after = before.configs, after.configs
     for key in sorted(configs_before.keys() | configs_after.keys()):
         if configs_before.get(key) != configs_after.get(key):
             have = "unset" if key not in configs_before else f"{configs_before[key]!r}"

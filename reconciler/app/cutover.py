@@ -51,7 +51,7 @@ from reconciler.kafka_clients.offset_syncs import read_checkpoints, read_offset_
 from reconciler.live.model import ClusterState, LiveState
 from reconciler.live.selection import flow_source_groups
 from reconciler.plan.builder import PlanError
-from reconciler.plan.definition import ResourceChange
+from reconciler.plan.definition import GroupOffsetsChange
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.state.lock import LockHeldError, StateLock, describe, holder
@@ -121,7 +121,7 @@ class Readiness:
 class CutoverResult:
     readiness: Readiness | None = None
     checkpoint: CycleReport | None = None
-    written: list[ResourceChange] = field(default_factory=list)
+    written: list[GroupOffsetsChange] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (address, why), for the state's history
     translations: list[ExactTranslation] = field(default_factory=list)  # step 4: exact or conservative, and why
@@ -299,7 +299,15 @@ def run_cutover(
             raise
         if session is not None:
             entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]] = [
-                (c.address, c.kind.value, c.after, c.action.value, "applied", "") for c in result.written
+                (
+                    c.address,
+                    c.kind.value,
+                    c.after.model_dump(mode="json") if c.after else None,
+                    c.action.value,
+                    "applied",
+                    "",
+                )
+                for c in result.written
             ]
             entries += [(address, "group_offsets", None, "update", "failed", why) for address, why in result.failures]
             session.record_many(entries)
@@ -358,24 +366,26 @@ def _write_steps(
     if not planned.changes:
         say(f"   nothing to write: every group is already at or past its translated offsets on {dst}")
     for change in planned.changes:
-        after = change.after or {}
+        if not isinstance(change, GroupOffsetsChange) or change.after is None:
+            continue
+        after = change.after
         say(f"   {change.address}:")
-        for r in after.get("partitions", ()):
-            current = "-" if r["current_offset"] is None else r["current_offset"]
-            how = r.get("translation", "conservative")
-            why = f": {r['why']}" if r.get("why") else ""
+        for r in after.partitions:
+            current = "-" if r.current_offset is None else r.current_offset
+            how = r.translation or "conservative"
+            why = f": {r.why}" if r.why else ""
             if how == "unknown":
-                how, why = "conservative", f", exactness unknown ({r.get('why')})"
-            mm2 = r.get("conservative_offset")
-            if how == "exact" and mm2 is not None and mm2 != r["target_offset"]:
-                why = f" (MM2's rule: {mm2}, {r['target_offset'] - mm2} re-read)"
+                how, why = "conservative", f", exactness unknown ({r.why})"
+            mm2 = r.conservative_offset
+            if how == "exact" and mm2 is not None and r.target_offset is not None and mm2 != r.target_offset:
+                why = f" (MM2's rule: {mm2}, {r.target_offset - mm2} re-read)"
             say(
-                f"     {r['topic']}/{r['partition']}: source {r['source_offset']} -> target {r['target_offset']} "
+                f"     {r.topic}/{r.partition}: source {r.source_offset} -> target {r.target_offset} "
                 f"(now {current}) {how}{why}"
             )
         if dry_run:
             continue
-        outcome = write_group_offsets(admins[dst], after)
+        outcome = write_group_offsets(admins[dst], after.model_dump(mode="json"))
         if outcome.ok:
             result.written.append(change)
         else:
@@ -420,3 +430,7 @@ def _source_ends(flow: FlowSpec, admin: KafkaAdmin) -> dict[tuple[str, int], int
         for p in range(m.partitions)
     ]
     return admin.end_offsets(partitions)
+
+
+def _form_of(change: GroupOffsetsChange) -> dict[str, Any] | None:
+    return None if change.after is None else change.after.model_dump(mode="json")

@@ -24,13 +24,27 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from reconciler.adapters.group_offsets import write_group_offsets
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
-from reconciler.plan.definition import Action, Plan, ResourceChange, config_ops
-from reconciler.resources.addresses import Kind, job_flow
+from reconciler.plan.definition import (
+    AclChange,
+    Action,
+    AnyChange,
+    GroupOffsetsChange,
+    InternalTopicChange,
+    JobChange,
+    Plan,
+    QuotaChange,
+    TopicChange,
+    config_ops,
+)
+from reconciler.plan.forms import AclForm, EosGroup, QuotaForm, TopicForm
+from reconciler.resources.addresses import job_address, topic_address
+
+C = TypeVar("C", bound=AnyChange)
 
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 
@@ -111,7 +125,7 @@ class ChangeOutcome:
 
 
 # -- the dependency graph (pure) ------------------------------------------------------------------------------
-def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]]:
+def dependencies(changes: Sequence[AnyChange]) -> dict[str, tuple[str, ...]]:
     """For each change, the addresses of the changes (in `changes`) that must be applied before it.
 
     - a topic delete waits for the job change of the flow that wrote the topic (a stop, or a redeploy that no
@@ -123,60 +137,50 @@ def dependencies(changes: Sequence[ResourceChange]) -> dict[str, tuple[str, ...]
     - group offsets wait for their flow's job change and the topics they are written for.
     """
     by_address = {c.address: c for c in changes}
-    jobs = {job_flow(c.address): c for c in changes if c.kind == Kind.JOB}
-    topic_writes = [c for c in changes if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC) and c.action != Action.DELETE]
-    quotas = [c for c in changes if c.kind == Kind.QUOTA and c.action != Action.DELETE]
+    jobs = {c.flow: c for c in changes if isinstance(c, JobChange)}
+    topic_writes = [
+        c for c in changes if isinstance(c, TopicChange | InternalTopicChange) and c.action != Action.DELETE
+    ]
+    quotas = [c for c in changes if isinstance(c, QuotaChange) and c.action != Action.DELETE]
     deps: dict[str, tuple[str, ...]] = {}
     for c in changes:
         found: list[str] = []
-        if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC) and c.action == Action.DELETE:
+        if isinstance(c, TopicChange | InternalTopicChange) and c.action == Action.DELETE:
             flow = _topic_flow(c.before)
             if flow is not None:
                 found += [jobs[flow].address] if flow in jobs else []
             else:
                 found += [j.address for j in jobs.values() if j.action in (Action.DELETE, Action.REPLACE)]
-        elif c.kind == Kind.JOB and c.action != Action.DELETE:
-            flow = job_flow(c.address)
-            clusters = _job_clusters(c.after)
+        elif isinstance(c, JobChange) and c.action != Action.DELETE:
+            clusters = c.after.clusters if c.after is not None else None
             # A stopped job's topics may be the ones this job writes (a renamed flow): never two writers at once.
             found += [j.address for j in jobs.values() if j.action == Action.DELETE]
             for t in topic_writes:
-                if t.kind == Kind.TOPIC:
-                    mine = _topic_flow(t.after) == flow
+                if isinstance(t, TopicChange):
+                    mine = _topic_flow(t.after) == c.flow
                 else:  # internal topics carry no flow: the ones on the job's clusters
-                    mine = clusters is None or (t.after or {})["cluster"] in clusters
+                    mine = clusters is None or (t.after is not None and t.after.cluster in clusters)
                 if mine:
                     found.append(t.address)
-            found += [q.address for q in quotas if (q.after or {}).get("flow") == flow]
-        elif c.kind == Kind.ACL:
-            form = c.after or c.before or {}
-            topic = f"topic/{form['cluster']}/{form['topic']}"
+            found += [q.address for q in quotas if q.after is not None and q.after.flow == c.flow]
+        elif isinstance(c, AclChange):
+            acl = c.after or c.before
+            topic = topic_address(acl.cluster, acl.topic) if acl is not None else ""
             if topic in by_address and by_address[topic].action != Action.DELETE:
                 found.append(topic)
-        elif c.kind == Kind.GROUP_OFFSETS:
-            after = c.after or {}
-            flow = after.get("flow")
-            if isinstance(flow, str) and flow in jobs:
-                found.append(jobs[flow].address)
-            for row in after.get("partitions", ()):
-                topic = f"topic/{after['cluster']}/{row['topic']}"
+        elif isinstance(c, GroupOffsetsChange) and c.after is not None:
+            if c.after.flow is not None and c.after.flow in jobs:
+                found.append(jobs[c.after.flow].address)
+            for row in c.after.partitions:
+                topic = topic_address(c.after.cluster, row.topic)
                 if topic in by_address and by_address[topic].action != Action.DELETE and topic not in found:
                     found.append(topic)
         deps[c.address] = tuple(found)
     return deps
 
 
-def _topic_flow(form: Mapping[str, Any] | None) -> str | None:
-    source = (form or {}).get("source")
-    flow = source.get("flow") if isinstance(source, Mapping) else None
-    return flow if isinstance(flow, str) else None
-
-
-def _job_clusters(after: Mapping[str, Any] | None) -> set[str] | None:
-    flow = ((after or {}).get("spec") or {}).get("flow")
-    if isinstance(flow, Mapping) and isinstance(flow.get("source"), str) and isinstance(flow.get("target"), str):
-        return {flow["source"], flow["target"]}
-    return None  # not known: every internal topic counts
+def _topic_flow(form: TopicForm | None) -> str | None:
+    return form.source.flow if form is not None and form.source is not None else None
 
 
 # -- the walk -------------------------------------------------------------------------------------------------
@@ -227,24 +231,23 @@ class Executor:
             todo = waiting
         return self.outcomes
 
-    def _wave(self, changes: list[ResourceChange]) -> None:
+    def _wave(self, changes: list[AnyChange]) -> None:
         """A wave of independent changes: job stops, topic writes, ACLs, quotas, job starts, topic deletes, offsets."""
-        of = defaultdict(list)
-        for c in changes:
-            of[_step(c)].append(c)
-        self._jobs(of["stop"])
-        self._topics(of["topic"])
-        self._acls(of["acl"])
-        self._quotas(of["quota"])
-        self._jobs(of["start"])
-        self._topic_deletes(of["delete"])
-        self._group_offsets(of["offsets"])
+        jobs = [c for c in changes if isinstance(c, JobChange)]
+        topics = [c for c in changes if isinstance(c, TopicChange | InternalTopicChange)]
+        self._jobs([c for c in jobs if c.action == Action.DELETE])
+        self._topics([c for c in topics if c.action != Action.DELETE])
+        self._acls([c for c in changes if isinstance(c, AclChange)])
+        self._quotas([c for c in changes if isinstance(c, QuotaChange)])
+        self._jobs([c for c in jobs if c.action != Action.DELETE])
+        self._topic_deletes([c for c in topics if c.action == Action.DELETE])
+        self._group_offsets([c for c in changes if isinstance(c, GroupOffsetsChange)])
 
     # -- topics -----------------------------------------------------------------------------------------------
-    def _topics(self, changes: list[ResourceChange]) -> None:
-        per_cluster: dict[str, list[ResourceChange]] = defaultdict(list)
+    def _topics(self, changes: list[TopicChange | InternalTopicChange]) -> None:
+        per_cluster: dict[str, list[TopicChange | InternalTopicChange]] = defaultdict(list)
         for c in changes:
-            per_cluster[(c.after or c.before or {})["cluster"]].append(c)
+            per_cluster[_topic_form(c).cluster].append(c)
         for cluster, items in per_cluster.items():
             admin = self.admins[cluster]
             creates = [c for c in items if c.action == Action.CREATE]
@@ -255,10 +258,10 @@ class Executor:
                 results = self._confirm_unanswered(admin, creates, results)
                 # Done means usable: wait until the new topics are in the metadata the next plan and the job read
                 # (after thousands of creates that takes minutes; the wait lasts while topics keep appearing).
-                unseen = admin.wait_visible([(c.after or {})["name"] for c in creates if results[c.address].ok])
+                unseen = admin.wait_visible([_topic_form(c).name for c in creates if results[c.address].ok])
                 for c in creates:
                     result = results[c.address]
-                    if result.ok and (c.after or {})["name"] in unseen:
+                    if result.ok and _topic_form(c).name in unseen:
                         # Created (the controller said so), so it is kmirror's; the next plan waits for it to show.
                         result = Outcome(c.address, True, "created, but not yet in the cluster's metadata")
                     self._done(c, result)
@@ -268,43 +271,43 @@ class Executor:
                 self._done(c, Outcome(c.address, False, f"a topic cannot be {c.action.value}d by kmirror"))
             self._flush()
 
-    def _topic_updates(self, admin: ClusterAdmin, updates: list[ResourceChange]) -> None:
+    def _topic_updates(self, admin: ClusterAdmin, updates: list[TopicChange | InternalTopicChange]) -> None:
         if not updates:
             return
         self._check_lease()
-        grow = [c for c in updates if (c.after or {})["partitions"] > (c.before or {}).get("partitions", 0)]
+        grow = [c for c in updates if _topic_form(c).partitions > (c.before.partitions if c.before else 0)]
         grown = self._retry(
-            lambda todo: admin.create_partitions(
-                {(c.after or {})["name"]: (c.after or {})["partitions"] for c in todo}
-            ),
+            lambda todo: admin.create_partitions({_topic_form(c).name: _topic_form(c).partitions for c in todo}),
             grow,
         )
         alter = [c for c in updates if config_ops(c) != ({}, [])]
         altered = self._retry(
-            lambda todo: admin.alter_topic_configs({(c.after or {})["name"]: config_ops(c) for c in todo}), alter
+            lambda todo: admin.alter_topic_configs({_topic_form(c).name: config_ops(c) for c in todo}), alter
         )
         for c in updates:
             failures = [r for r in (grown.get(c.address), altered.get(c.address)) if r is not None and not r.ok]
             self._done(c, failures[0] if failures else Outcome(c.address, True))
         self._flush()
 
-    def _topic_deletes(self, changes: list[ResourceChange]) -> None:
+    def _topic_deletes(self, changes: list[TopicChange | InternalTopicChange]) -> None:
         for c in changes:
             # Topic deletion is opt-in (prune.topics) and irreversible; done one by one on purpose.
             if c.before is None:
                 self._done(c, Outcome(c.address, True, "already gone"))
             else:
                 self._check_lease()
-                admin, name = self.admins[c.before["cluster"]], str(c.before["name"])
+                admin, name = self.admins[c.before.cluster], c.before.name
                 deleted = self._retry(functools.partial(_delete_topic, admin, name), [c])
                 self._done(c, deleted[c.address])
             self._flush()
 
     # -- ACLs -------------------------------------------------------------------------------------------------
-    def _acls(self, changes: list[ResourceChange]) -> None:
-        per_cluster: dict[str, list[ResourceChange]] = defaultdict(list)
+    def _acls(self, changes: list[AclChange]) -> None:
+        per_cluster: dict[str, list[AclChange]] = defaultdict(list)
         for c in changes:
-            per_cluster[(c.after or c.before or {})["cluster"]].append(c)
+            form = c.after or c.before
+            if form is not None:
+                per_cluster[form.cluster].append(c)
         for cluster, items in per_cluster.items():
             self._check_lease()
             admin = self.admins[cluster]
@@ -328,15 +331,15 @@ class Executor:
             self._flush()
 
     # -- quotas -----------------------------------------------------------------------------------------------
-    def _quotas(self, changes: list[ResourceChange]) -> None:
+    def _quotas(self, changes: list[QuotaChange]) -> None:
         """Set, change or remove client quotas: one batched call per cluster, one outcome per client id."""
-        per_cluster: dict[str, list[ResourceChange]] = defaultdict(list)
+        per_cluster: dict[str, list[QuotaChange]] = defaultdict(list)
         for c in changes:
             form = c.after or c.before
             if form is None:  # a delete of a quota already gone: only kmirror's record goes
                 self._done(c, Outcome(c.address, True, "already gone"))
             else:
-                per_cluster[form["cluster"]].append(c)
+                per_cluster[form.cluster].append(c)
         for cluster, items in per_cluster.items():
             self._check_lease()
             admin = self.admins[cluster]
@@ -350,9 +353,9 @@ class Executor:
         self._flush()
 
     # -- jobs -------------------------------------------------------------------------------------------------
-    def _jobs(self, jobs: list[ResourceChange]) -> None:
+    def _jobs(self, jobs: list[JobChange]) -> None:
         for c in jobs:
-            flow = job_flow(c.address)
+            flow = c.flow
             if self.runner is None:
                 self._done(c, Outcome(c.address, False, "no job runner is configured for this apply"))
                 self._flush()
@@ -366,14 +369,13 @@ class Executor:
             try:
                 if c.action == Action.DELETE:
                     self.runner.stop(flow)
-                    if (c.before or {}).get("removed"):
+                    if c.before is not None and c.before.removed:
                         self.runner.forget(flow)  # the flow is gone from the file: added back, it starts afresh
-                        forgotten = self._forget_eos_group((c.before or {}).get("eos_group"))
-                else:
-                    after = c.after or {}
-                    if after.get("operation") == "move":
-                        self.runner.move(str(after["moved_from"]), flow)
-                    deployment = self.runner.deploy(flow, after["spec"], after["spec_digest"])
+                        forgotten = self._forget_eos_group(c.before.eos_group)
+                elif c.after is not None:
+                    if c.after.operation == "move" and c.after.moved_from is not None:
+                        self.runner.move(c.after.moved_from, flow)
+                    deployment = self.runner.deploy(flow, c.after.spec, c.after.spec_digest)
             except Exception as exc:  # a runner failure is this change's outcome, not the apply's end
                 self._done(c, Outcome(c.address, False, str(exc)))
             else:
@@ -382,32 +384,38 @@ class Executor:
                     self._done(c, Outcome(c.address, False, why, transient=forgotten.transient))
                     self._flush()
                     continue
-                attributes = None if deployment is None else {**(c.after or {}), "deployment": dict(deployment)}
+                attributes = None
+                if deployment is not None and c.after is not None:
+                    attributes = {**c.after.model_dump(mode="json"), "deployment": dict(deployment)}
                 self._done(c, Outcome(c.address, True), attributes)
-                old = (c.after or {}).get("moved_from")
-                if isinstance(old, str):  # the old name's record goes: its job is the renamed one now
-                    why = f"moved to {c.address}"
-                    entry = (f"job/{old}", c.kind.value, None, Action.DELETE.value, "applied", why)
-                    self._unrecorded.append((entry, ChangeOutcome(f"job/{old}", Action.DELETE.value, "applied", why)))
+                old = c.after.moved_from if c.after is not None else None
+                if old is not None:  # the old name's record goes: its job is the renamed one now
+                    why, gone = f"moved to {c.address}", job_address(old)
+                    entry = (gone, c.kind.value, None, Action.DELETE.value, "applied", why)
+                    self._unrecorded.append((entry, ChangeOutcome(gone, Action.DELETE.value, "applied", why)))
             self._flush()  # each job is recorded as soon as it is deployed or stopped
 
-    def _forget_eos_group(self, eos: Any) -> Outcome | None:
+    def _forget_eos_group(self, eos: EosGroup | None) -> Outcome | None:
         """Delete a removed flow's exactly-once group (its source positions): added back, the flow starts afresh."""
-        if not isinstance(eos, Mapping) or eos.get("cluster") not in self.admins:
+        if eos is None or eos.cluster not in self.admins:
             return None
-        return self.admins[str(eos["cluster"])].delete_group(str(eos["group"]))
+        return self.admins[eos.cluster].delete_group(eos.group)
 
     # -- group offsets ----------------------------------------------------------------------------------------
-    def _group_offsets(self, changes: list[ResourceChange]) -> None:
+    def _group_offsets(self, changes: list[GroupOffsetsChange]) -> None:
         for c in changes:
+            if c.after is None:
+                self._done(c, Outcome(c.address, False, "group offsets are never deleted by kmirror"))
+                self._flush()
+                continue
             self._check_lease()
-            admin = self.admins[(c.after or {})["cluster"]]
+            admin = self.admins[c.after.cluster]
             written = self._retry(functools.partial(_write_group_offsets, admin), [c])
             self._done(c, written[c.address])
             self._flush()
 
     # -- outcomes ---------------------------------------------------------------------------------------------
-    def _done(self, c: ResourceChange, result: Outcome, attributes: Mapping[str, Any] | None = None) -> None:
+    def _done(self, c: AnyChange, result: Outcome, attributes: Mapping[str, Any] | None = None) -> None:
         recorded = "applied" if result.ok else UNCONFIRMED if c.address in self._unconfirmed else "failed"
         outcome = ChangeOutcome(c.address, c.action.value, "applied" if result.ok else "failed", result.message)
         if c.action == Action.DELETE:
@@ -426,11 +434,11 @@ class Executor:
         for _, outcome in batch:
             self._emit(outcome)
 
-    def _intend(self, creates: list[ResourceChange]) -> None:
+    def _intend(self, creates: Sequence[AnyChange]) -> None:
         if creates:
             self.recorder.intend([(c.address, c.kind.value, _recorded_form(c)) for c in creates])
 
-    def _skip(self, c: ResourceChange, why: str) -> None:
+    def _skip(self, c: AnyChange, why: str) -> None:
         entry = (c.address, c.kind.value, None, c.action.value, "skipped", why)
         self._unrecorded.append((entry, ChangeOutcome(c.address, c.action.value, "skipped", why)))
 
@@ -446,7 +454,7 @@ class Executor:
             self.guard()
 
     def _confirm_unanswered(
-        self, admin: ClusterAdmin, creates: list[ResourceChange], results: dict[str, Outcome]
+        self, admin: ClusterAdmin, creates: list[TopicChange | InternalTopicChange], results: dict[str, Outcome]
     ) -> dict[str, Outcome]:
         """Creates that still timed out after the retries may have happened: ask the controller before giving up.
 
@@ -455,7 +463,7 @@ class Executor:
         next plan confirms it.
         """
         unanswered = {
-            (c.after or {})["name"]: c for c in creates if not results[c.address].ok and results[c.address].transient
+            _topic_form(c).name: c for c in creates if not results[c.address].ok and results[c.address].transient
         }
         if not unanswered:
             return results
@@ -480,9 +488,7 @@ class Executor:
                 )
         return confirmed
 
-    def _retry(
-        self, call: Callable[[list[ResourceChange]], list[Outcome]], changes: list[ResourceChange]
-    ) -> dict[str, Outcome]:
+    def _retry(self, call: Callable[[list[C]], list[Outcome]], changes: list[C]) -> dict[str, Outcome]:
         """Run `call` on the changes, retrying the transient failures with backoff; outcomes keyed by address."""
         results: dict[str, Outcome] = {}
         todo = list(changes)
@@ -499,44 +505,42 @@ class Executor:
         return results
 
 
-def _step(c: ResourceChange) -> str:
-    if c.kind == Kind.JOB:
-        return "stop" if c.action == Action.DELETE else "start"
-    if c.kind in (Kind.TOPIC, Kind.INTERNAL_TOPIC):
-        return "delete" if c.action == Action.DELETE else "topic"
-    if c.kind == Kind.QUOTA:
-        return "quota"
-    return "acl" if c.kind == Kind.ACL else "offsets"
+def _topic_form(c: TopicChange | InternalTopicChange) -> TopicForm:
+    """The topic a create or update makes (its `after`), or the one a delete removes (its `before`)."""
+    form = c.after or c.before
+    assert form is not None, "a topic change has a before or an after"  # the planner never makes one without
+    return form
 
 
-def _recorded_form(c: ResourceChange) -> dict[str, Any] | None:
-    after = dict(c.after or {})
-    if c.kind == Kind.ACL:
+def _recorded_form(c: AnyChange) -> dict[str, Any] | None:
+    if isinstance(c, AclChange):
         # Recorded: only what kmirror manages, so a later prune never touches ACLs made by others.
-        after["entries"] = after.get("managed", [])
-        if not after["entries"]:
+        if c.after is None or not c.after.managed:
             return None
-    return after
+        return c.after.model_copy(update={"entries": c.after.managed}).model_dump(mode="json")
+    return None if c.after is None else c.after.model_dump(mode="json")
 
 
-def _create_topics(admin: ClusterAdmin, changes: list[ResourceChange]) -> list[Outcome]:
-    afters = [c.after or {} for c in changes]
-    return admin.create_topics([(a["name"], a["partitions"], a["replication_factor"], a["configs"]) for a in afters])
+def _create_topics(admin: ClusterAdmin, changes: list[TopicChange | InternalTopicChange]) -> list[Outcome]:
+    forms = [_topic_form(c) for c in changes]
+    return admin.create_topics([(f.name, f.partitions, f.replication_factor, f.configs) for f in forms])
 
 
-def _delete_topic(admin: ClusterAdmin, name: str, changes: list[ResourceChange]) -> list[Outcome]:
+def _delete_topic(admin: ClusterAdmin, name: str, changes: list[TopicChange | InternalTopicChange]) -> list[Outcome]:
     return [admin.delete_topic(name)]
 
 
-def _write_group_offsets(admin: ClusterAdmin, changes: list[ResourceChange]) -> list[Outcome]:
-    return [write_group_offsets(admin, c.after or {}) for c in changes]
+def _write_group_offsets(admin: ClusterAdmin, changes: list[GroupOffsetsChange]) -> list[Outcome]:
+    return [write_group_offsets(admin, c.after.model_dump(mode="json")) for c in changes if c.after is not None]
 
 
-def _client_id(c: ResourceChange) -> str:
-    return str((c.after or c.before or {})["client_id"])
+def _client_id(c: QuotaChange) -> str:
+    form = c.after or c.before
+    assert form is not None, "a quota change has a before or an after"
+    return form.client_id
 
 
-def _quota_ops(c: ResourceChange) -> dict[str, float | None]:
+def _quota_ops(c: QuotaChange) -> dict[str, float | None]:
     """A quota change's call from before -> after: each rate in `after` set, each rate only in `before` removed."""
     before, after = _quota_rates(c.before), _quota_rates(c.after)
     ops: dict[str, float | None] = {name: None for name in before if name not in after}
@@ -544,22 +548,14 @@ def _quota_ops(c: ResourceChange) -> dict[str, float | None]:
     return ops
 
 
-def _quota_rates(form: Mapping[str, Any] | None) -> dict[str, float | None]:
-    return {k: float(v) for k, v in (form or {}).items() if k.endswith("_rate") and isinstance(v, int | float)}
+def _quota_rates(form: QuotaForm | None) -> dict[str, float]:
+    return {} if form is None else form.rates()
 
 
-def _entries(form: Mapping[str, Any] | None) -> set[AclEntry]:
-    if not form:
+def _entries(form: AclForm | None) -> set[AclEntry]:
+    if form is None:
         return set()
     return {
-        AclEntry(
-            "TOPIC",
-            form.get("pattern_type", "LITERAL"),
-            form["topic"],
-            form["principal"],
-            e["host"],
-            form["operation"],
-            e["permission"],
-        )
-        for e in form.get("entries", ())
+        AclEntry("TOPIC", form.pattern_type, form.topic, form.principal, e.host, form.operation, e.permission)
+        for e in form.entries
     }

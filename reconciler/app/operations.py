@@ -19,7 +19,7 @@ from reconciler.app.preflight import preflight_warnings
 from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.plan.builder import build_plan
-from reconciler.plan.definition import Action, Plan, ResourceChange, change_differences
+from reconciler.plan.definition import Action, AnyChange, Plan, change_differences
 from reconciler.resources.addresses import Kind, internal_topic_address, job_flow
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
@@ -169,7 +169,7 @@ def check_saved_plan(
         )
 
 
-def _differences(saved: Plan, now: dict[str, ResourceChange], state_topic: str) -> list[str]:
+def _differences(saved: Plan, now: dict[str, AnyChange], state_topic: str) -> list[str]:
     """`address: what differs` for each saved change that a fresh plan would not execute the same way."""
     found = []
     for c in saved.changes:

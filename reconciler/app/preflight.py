@@ -11,41 +11,36 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
 
 from reconciler.kafka_clients.admin import KafkaAdmin, Outcome
-from reconciler.plan.definition import Action, Plan, ResourceChange, config_ops
-from reconciler.resources.addresses import Kind
+from reconciler.plan.definition import Action, InternalTopicChange, Plan, TopicChange, config_ops
+from reconciler.plan.forms import TopicForm
 
 
 def preflight_warnings(plan: Plan, admins: Mapping[str, KafkaAdmin]) -> list[str]:
-    creates: dict[str, list[ResourceChange]] = defaultdict(list)
-    updates: dict[str, list[ResourceChange]] = defaultdict(list)
+    creates: dict[str, list[tuple[TopicChange | InternalTopicChange, TopicForm]]] = defaultdict(list)
+    updates: dict[str, list[tuple[TopicChange | InternalTopicChange, TopicForm]]] = defaultdict(list)
     for c in plan.changes:
-        if c.kind not in (Kind.TOPIC, Kind.INTERNAL_TOPIC) or c.after is None:
+        if not isinstance(c, TopicChange | InternalTopicChange) or c.after is None:
             continue
         if c.action == Action.CREATE:
-            creates[c.after["cluster"]].append(c)
+            creates[c.after.cluster].append((c, c.after))
         elif c.action == Action.UPDATE and c.before is not None and config_ops(c) != ({}, []):
-            updates[c.after["cluster"]].append(c)
+            updates[c.after.cluster].append((c, c.after))
     warnings: list[str] = []
-    for cluster, changes in creates.items():
-        topics = [(a["name"], a["partitions"], a["replication_factor"], a["configs"]) for a in _afters(changes)]
-        warnings += _refusals(changes, admins[cluster].create_topics(topics, validate_only=True))
-    for cluster, changes in updates.items():
-        ops = {(c.after or {})["name"]: config_ops(c) for c in changes}
-        warnings += _refusals(changes, admins[cluster].alter_topic_configs(ops, validate_only=True))
+    for cluster, items in creates.items():
+        topics = [(a.name, a.partitions, a.replication_factor, a.configs) for _, a in items]
+        warnings += _refusals([c for c, _ in items], admins[cluster].create_topics(topics, validate_only=True))
+    for cluster, items in updates.items():
+        ops = {a.name: config_ops(c) for c, a in items}
+        warnings += _refusals([c for c, _ in items], admins[cluster].alter_topic_configs(ops, validate_only=True))
     return warnings
 
 
-def _refusals(changes: list[ResourceChange], outcomes: list[Outcome]) -> list[str]:
+def _refusals(changes: list[TopicChange | InternalTopicChange], outcomes: list[Outcome]) -> list[str]:
     return [
         f"{c.address}: the broker refuses this change ({o.message}); apply will fail for it. Fix the source "
         "topic, or leave the config out with the flow's sync.config_exclude."
         for c, o in zip(changes, outcomes, strict=True)
         if not o.ok and not o.transient
     ]
-
-
-def _afters(changes: list[ResourceChange]) -> list[dict[str, Any]]:
-    return [c.after or {} for c in changes]

@@ -2,8 +2,8 @@
 
 A plan file is the reviewed artefact of a pipeline: it may be truncated by a failed upload, edited by hand, or
 written by another kmirror. Each case is a located error that says what to do, never a validation dump.
-Within `format_version` 1, fields this kmirror does not know are ignored (docs/plan-format.md: fields may be
-added within a version); a higher `format_version` is refused, naming the version.
+Within a `format_version`, fields this kmirror does not know are ignored (docs/plan-format.md: fields may be
+added within a version); a higher `format_version` is refused, naming the version, and so is an older one (plan again).
 
 A plan file may also be hostile (`/dev/zero`, JSON nested 100,000 deep, a 100,000-digit number): each is a
 located error in well under a second, with at most `MAX_PLAN_BYTES` read. The plan's seal key comes from the
@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import types
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from reconciler.errors import ConfigError, InputFileError
 from reconciler.plan.definition import FORMAT_VERSION, Plan
+from reconciler.resources.addresses import Kind
 
 _REMAKE = "make it again with `kmirror plan --out PLANFILE`"
 
@@ -107,16 +109,25 @@ def read_plan(path: Path) -> Plan:
         )
     if version < 1:
         raise InputFileError(file, f"unsupported plan format_version {version}", _REMAKE, field="format_version")
+    if version < FORMAT_VERSION:
+        raise InputFileError(
+            file,
+            f"plan format_version {version} was written by an older kmirror (this one writes and reads "
+            f"format_version {FORMAT_VERSION}: each change now carries a typed form of its kind)",
+            "plan again with this kmirror (`kmirror plan --out PLANFILE`), review it and apply that plan",
+            field="format_version",
+        )
     try:
         return Plan.model_validate(known_fields(Plan, data))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        field = _field(first["loc"])
+        loc = _untagged(tuple(first["loc"]))
+        field = _field(loc)
         more = len(exc.errors()) - 1
         message = f"{_describe(first)}" + (f" (and {more} more problem{'s' if more != 1 else ''})" if more else "")
         raise InputFileError(
-            file, message, "the plan file was edited or damaged; " + _REMAKE, line=_line_of(text, first["loc"]),
-            column=1 if _line_of(text, first["loc"]) else None, field=field,
+            file, message, "the plan file was edited or damaged; " + _REMAKE, line=_line_of(text, loc),
+            column=1 if _line_of(text, loc) else None, field=field,
         ) from None  # fmt: skip
 
 
@@ -163,31 +174,52 @@ def _first_sentence(exc: Exception) -> str:
 
 
 def known_fields(model: type[BaseModel], data: Any) -> Any:
-    """`data` without the keys `model` (and its nested models) does not declare; free-form dicts are kept."""
+    """`data` without the keys `model` (and its nested models) does not declare; free-form dicts are kept. A field
+    that holds one of several models (a change of any kind) is filtered by the model its `kind` names."""
     if not isinstance(data, dict):
         return data
     out: dict[str, Any] = {}
     for name, info in model.model_fields.items():
         if name not in data:
             continue
-        value, nested = data[name], _nested_model(info.annotation)
-        if nested is not None:
+        value, nested = data[name], _nested_models(info.annotation)
+        if nested:
             if isinstance(value, list):
-                value = [known_fields(nested, v) for v in value]
+                value = [_known(nested, v) for v in value]
             elif isinstance(value, dict):
-                value = known_fields(nested, value)
+                value = _known(nested, value)
         out[name] = value
     return out
 
 
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
+def _known(models: list[type[BaseModel]], data: Any) -> Any:
+    if len(models) == 1 or not isinstance(data, dict):
+        return known_fields(models[0], data)
+    for model in models:
+        kind = model.model_fields.get("kind")
+        if kind is not None and kind.default == data.get("kind"):
+            return known_fields(model, data)
+    return data  # an unknown kind: validation names it
+
+
+def _nested_models(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's value may be (through Optional, unions, Annotated, tuple[...] and list[...])."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) is tuple or get_origin(annotation) is list:
-        args = [a for a in get_args(annotation) if a is not Ellipsis]
-        if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel):
-            return args[0]
-    return None
+        return [annotation]
+    origin, args = get_origin(annotation), [a for a in get_args(annotation) if a is not Ellipsis]
+    if origin is Annotated:
+        return _nested_models(args[0])
+    if origin in (tuple, list):
+        return _nested_models(args[0]) if len(args) == 1 else []
+    if origin in (Union, types.UnionType):
+        return [m for a in args for m in _nested_models(a)]
+    return []
+
+
+def _untagged(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`loc` without the union tags pydantic adds after a change's index (`changes[2].topic.action`)."""
+    kinds = {k.value for k in Kind}
+    return tuple(p for i, p in enumerate(loc) if not (p in kinds and i > 0 and isinstance(loc[i - 1], int)))
 
 
 def _field(loc: tuple[Any, ...]) -> str:

@@ -15,7 +15,8 @@ from collections import defaultdict
 
 from reconciler.errors import Diagnostic
 from reconciler.live.model import AclEntry, LiveState
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import AclChange, Action
+from reconciler.plan.forms import AclForm, AclGrant
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, acl_address
 from reconciler.resources.recorded import RecordedState
@@ -117,9 +118,8 @@ def plan_acls(desired: DesiredState, live: LiveState, recorded: RecordedState) -
         parts = [f"+{len(added)} {'/'.join(sorted({p for _, p in added}))}"] if added else []
         parts += [f"-{len(removed)}"] if removed else []
         out.changes.append(
-            ResourceChange(
+            AclChange(
                 address=address,
-                kind=Kind.ACL,
                 action=action,
                 before=_form(key, current, None) if current else None,
                 after=_form(key, after, managed) if after else None,
@@ -140,16 +140,13 @@ def disabled_flow_topics(desired: DesiredState, recorded: RecordedState) -> set[
     return kept
 
 
-def _form(key: Key, entries: set[HostPermission], managed: set[HostPermission] | None) -> dict[str, object]:
+def _form(key: Key, entries: set[HostPermission], managed: set[HostPermission] | None) -> AclForm:
     cluster, principal, operation, topic = key
-    form: dict[str, object] = {
-        "cluster": cluster,
-        "principal": principal,
-        "operation": operation,
-        "topic": topic,
-        "pattern_type": "LITERAL",
-        "entries": [{"host": h, "permission": p} for h, p in sorted(entries)],
-    }
-    if managed is not None:
-        form["managed"] = [{"host": h, "permission": p} for h, p in sorted(managed)]
-    return form
+    return AclForm(
+        cluster=cluster,
+        principal=principal,
+        operation=operation,
+        topic=topic,
+        entries=tuple(AclGrant(host=h, permission=p) for h, p in sorted(entries)),
+        managed=None if managed is None else tuple(AclGrant(host=h, permission=p) for h, p in sorted(managed)),
+    )

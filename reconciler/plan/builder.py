@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from reconciler.errors import Diagnostic, KmirrorError
 from reconciler.live.model import LiveState
 from reconciler.plan.acls import plan_acls
-from reconciler.plan.definition import KIND_ORDER, Plan, ResourceChange, StateRef, summarize
+from reconciler.plan.definition import KIND_ORDER, AnyChange, Plan, StateRef, summarize
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.plan.jobs import plan_jobs
 from reconciler.plan.quotas import live_quotas, plan_quotas
@@ -80,5 +80,5 @@ def matches_target(address: str, targets: Sequence[str]) -> bool:
     )
 
 
-def changes_by_address(changes: Sequence[ResourceChange]) -> dict[str, ResourceChange]:
+def changes_by_address(changes: Sequence[AnyChange]) -> dict[str, AnyChange]:
     return {c.address: c for c in changes}

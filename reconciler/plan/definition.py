@@ -21,13 +21,22 @@ import hmac
 import json
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 
-from reconciler.resources.addresses import Kind
+from reconciler.plan.forms import (
+    AclForm,
+    GroupOffsetsForm,
+    JobForm,
+    JobObserved,
+    QuotaForm,
+    TopicForm,
+)
+from reconciler.resources.addresses import Kind, job_flow
 
-FORMAT_VERSION = 1
+#: 2: typed changes (one form per kind), warnings with their subject; 1: the first plan files (refused: plan again).
+FORMAT_VERSION = 2
 
 
 class Action(StrEnum):
@@ -47,13 +56,74 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ResourceChange(_Frozen):
+class _Change(_Frozen):
     address: str
-    kind: Kind
+
+
+class TopicChange(_Change):
+    kind: Literal[Kind.TOPIC] = Kind.TOPIC
     action: Action
-    before: dict[str, Any] | None = None
-    after: dict[str, Any] | None = None
+    before: TopicForm | None = None
+    after: TopicForm | None = None
     reason: str = ""
+
+
+class InternalTopicChange(_Change):
+    kind: Literal[Kind.INTERNAL_TOPIC] = Kind.INTERNAL_TOPIC
+    action: Action
+    before: TopicForm | None = None
+    after: TopicForm | None = None
+    reason: str = ""
+
+
+class AclChange(_Change):
+    kind: Literal[Kind.ACL] = Kind.ACL
+    action: Action
+    before: AclForm | None = None
+    after: AclForm | None = None
+    reason: str = ""
+
+
+class QuotaChange(_Change):
+    kind: Literal[Kind.QUOTA] = Kind.QUOTA
+    action: Action
+    before: QuotaForm | None = None
+    after: QuotaForm | None = None
+    reason: str = ""
+
+
+class JobChange(_Change):
+    kind: Literal[Kind.JOB] = Kind.JOB
+    action: Action
+    before: JobObserved | None = None
+    after: JobForm | None = None
+    reason: str = ""
+
+    @property
+    def flow(self) -> str:
+        return job_flow(self.address)
+
+
+class GroupOffsetsChange(_Change):
+    kind: Literal[Kind.GROUP_OFFSETS] = Kind.GROUP_OFFSETS
+    action: Action
+    before: GroupOffsetsForm | None = None
+    after: GroupOffsetsForm | None = None
+    reason: str = ""
+
+
+#: A change of any kind: the plan file's `changes[]` entries, told apart by `kind`.
+ResourceChange = Annotated[
+    TopicChange | InternalTopicChange | AclChange | QuotaChange | JobChange | GroupOffsetsChange,
+    Field(discriminator="kind"),
+]
+AnyChange = TopicChange | InternalTopicChange | AclChange | QuotaChange | JobChange | GroupOffsetsChange
+_CHANGE: TypeAdapter[AnyChange] = TypeAdapter(ResourceChange)  # type: ignore[arg-type]  # an Annotated union
+
+
+def change_of(**fields: Any) -> AnyChange:
+    """The change of the kind `fields["kind"]` names, its forms validated from plain values (plan files, tests)."""
+    return _CHANGE.validate_python(fields)
 
 
 class StateRef(_Frozen):
@@ -158,7 +228,7 @@ _MASKED = "(sensitive value)"
 _SENSITIVE = ("password", "secret", "token", "credential", "jaas", "private", ".key", "key.pem", "user.info", "sas.")
 
 
-def change_differences(saved: ResourceChange, fresh: ResourceChange | None, *, limit: int = 5) -> list[str]:
+def change_differences(saved: AnyChange, fresh: AnyChange | None, *, limit: int = 5) -> list[str]:
     """What `saved` (from a plan file) executes differently from `fresh` (planned now), one line per difference:
     `after.configs.retention.ms: the plan file has "1", a fresh plan has "604800000"`. Sensitive-looking values
     are masked and long ones cut; at most `limit` lines (then a count)."""
@@ -171,9 +241,9 @@ def change_differences(saved: ResourceChange, fresh: ResourceChange | None, *, l
         )
     if saved.action != fresh.action:
         found.append(f"action: the plan file has {saved.action.value}, a fresh plan has {fresh.action.value}")
-    for side, old, new in (("before", saved.before, fresh.before), ("after", saved.after, fresh.after)):
+    for side in ("before", "after"):
         skip = _EXPLANATIONS if saved.kind == Kind.GROUP_OFFSETS else frozenset()
-        mine, theirs = _flat(old, side, skip), _flat(new, side, skip)
+        mine, theirs = _flat(_dumped(saved, side), side, skip), _flat(_dumped(fresh, side), side, skip)
         for path in sorted(mine.keys() | theirs.keys()):
             a, b = mine.get(path, _ABSENT), theirs.get(path, _ABSENT)
             if a != b:
@@ -184,6 +254,11 @@ def change_differences(saved: ResourceChange, fresh: ResourceChange | None, *, l
 
 
 _ABSENT = object()
+
+
+def _dumped(change: AnyChange, side: str) -> Any:
+    form = change.before if side == "before" else change.after
+    return None if form is None else form.model_dump(mode="json")
 
 
 def _flat(value: Any, prefix: str, skip: frozenset[str]) -> dict[str, Any]:
@@ -210,7 +285,7 @@ def _shown(path: str, value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def summarize(changes: tuple[ResourceChange, ...]) -> Summary:
+def summarize(changes: tuple[AnyChange, ...]) -> Summary:
     counts = {a: 0 for a in Action}
     for c in changes:
         counts[c.action] += 1
@@ -222,8 +297,8 @@ def summarize(changes: tuple[ResourceChange, ...]) -> Summary:
     )
 
 
-def config_ops(change: ResourceChange) -> tuple[dict[str, str], list[str]]:
+def config_ops(change: TopicChange | InternalTopicChange) -> tuple[dict[str, str], list[str]]:
     """A topic change's incremental config calls: (configs to SET, names to DELETE), from before -> after."""
-    before = (change.before or {}).get("configs", {})
-    after = (change.after or {}).get("configs", {})
+    before = change.before.configs if change.before else {}
+    after = change.after.configs if change.after else {}
     return {k: v for k, v in after.items() if before.get(k) != v}, sorted(k for k in before if k not in after)

@@ -31,9 +31,10 @@ from reconciler.core.offsets.exact import ExactTranslation, ExactTranslator
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.selection import flow_source_groups
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import Action, GroupOffsetsChange
+from reconciler.plan.forms import GroupOffsetsForm
 from reconciler.plan.topics import TopicPlan
-from reconciler.resources.addresses import Kind, group_offsets_address, job_address
+from reconciler.resources.addresses import group_offsets_address, job_address
 from reconciler.spec.models import DesiredState, FlowSpec
 
 
@@ -143,12 +144,11 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             else f"translated from {flow.source}; the group has no offsets on {flow.target} yet"
         ) + f"; {summary}"
         out.changes.append(
-            ResourceChange(
+            GroupOffsetsChange(
                 address=address,
-                kind=Kind.GROUP_OFFSETS,
                 action=Action.UPDATE if have else Action.CREATE,
-                before=before,
-                after={**header, "partitions": moving},
+                before=None if before is None else GroupOffsetsForm.model_validate(before),
+                after=GroupOffsetsForm.model_validate({**header, "partitions": moving}),
                 reason=reason,
             )
         )

@@ -27,7 +27,8 @@ from reconciler.core.policy.filters import eos_group
 from reconciler.errors import Diagnostic
 from reconciler.jobcontract.spec import eos_flow_for
 from reconciler.live.model import LiveState
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import Action, JobChange
+from reconciler.plan.forms import EosGroup, JobForm, JobObserved, JobOperation
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, job_address, job_flow
 from reconciler.resources.job_status import JobStatus
@@ -113,25 +114,24 @@ def plan_jobs(
                 Diagnostic.warning(address, f"{info.detail or 'its job cannot be seen from here'}; no change planned")
             )
             continue
-        before = None if info is None else {"running": info.running, "spec_digest": info.spec_digest}
+        before = None if info is None else JobObserved(running=info.running, spec_digest=info.spec_digest)
         running_digest = info.spec_digest if info is not None and info.running else None
         known_digest = running_digest or (last or {}).get("spec_digest")
 
         placement = placement_of(desired, flow, live)
         where = f"; {placement.describe()}" if placement is not None else ""
 
-        def change(action: Action, operation: str, reason: str, **extra: str) -> ResourceChange:
-            after = {
-                "flow": flow.name,  # noqa: B023 - used at once, inside this iteration
-                "operation": operation,
-                "runner": desired.spark.deploy,
-                "spec_digest": digest,  # noqa: B023
-                "spec": spec,  # noqa: B023
-                **extra,
-            }
-            return ResourceChange(
+        def change(action: Action, operation: JobOperation, reason: str, moved_from: str | None = None) -> JobChange:
+            after = JobForm(
+                flow=flow.name,  # noqa: B023 - used at once, inside this iteration
+                operation=operation,
+                runner=desired.spark.deploy,
+                spec_digest=digest,  # noqa: B023
+                spec=spec,  # noqa: B023
+                **({"moved_from": moved_from} if moved_from is not None else {}),
+            )
+            return JobChange(
                 address=address,  # noqa: B023
-                kind=Kind.JOB,
                 action=action,
                 before=before,  # noqa: B023
                 after=after,
@@ -142,7 +142,9 @@ def plan_jobs(
         if known_digest is None and old is not None and recorded.get(job_address(old)) is not None:
             moved.add(old)
             old_info = jobs.jobs.get(old)
-            before = None if old_info is None else {"running": old_info.running, "spec_digest": old_info.spec_digest}
+            before = (
+                None if old_info is None else JobObserved(running=old_info.running, spec_digest=old_info.spec_digest)
+            )
             out.changes.append(
                 change(
                     Action.UPDATE,
@@ -197,18 +199,17 @@ def plan_jobs(
             continue
         removed = name not in declared
         eos = removed_flow_eos_group(desired, name, recorded.get(address)) if removed else None
-        said = f" and its exactly-once group {eos['group']} on {eos['cluster']}" if eos and eos["exactly_once"] else ""
+        said = f" and its exactly-once group {eos.group} on {eos.cluster}" if eos and eos.exactly_once else ""
         out.changes.append(
-            ResourceChange(
+            JobChange(
                 address=address,
-                kind=Kind.JOB,
                 action=Action.DELETE,
-                before={
-                    "running": None if info is None else info.running,
-                    "spec_digest": None if info is None else info.spec_digest,
-                    "removed": removed,
-                    **({"eos_group": eos} if eos else {}),
-                },
+                before=JobObserved(
+                    running=None if info is None else info.running,
+                    spec_digest=None if info is None else info.spec_digest,
+                    removed=removed,
+                    **({"eos_group": eos} if eos is not None else {}),
+                ),
                 after=None,
                 reason=(
                     "flow removed: stop the job gracefully and forget its checkpoint"
@@ -223,7 +224,7 @@ def plan_jobs(
     return out
 
 
-def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, Any] | None) -> EosGroup | None:
     """The exactly-once group a removed flow's job may have committed its source positions to, while its target is
     still in the file: forgotten with the checkpoint, or the flow added back with exactly-once delivery would skip,
     on its new remote topics, every record below the old positions. `exactly_once`: its last spec wrote so (the
@@ -235,7 +236,7 @@ def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, 
         return None
     eos_flow = eos_flow_for(name, (last or {}).get("deployment"))
     exactly_once = (flow.get("replication") or {}).get("delivery") == "exactly_once"
-    return {"cluster": target, "group": eos_group(desired.state.topic, eos_flow), "exactly_once": exactly_once}
+    return EosGroup(cluster=target, group=eos_group(desired.state.topic, eos_flow), exactly_once=exactly_once)
 
 
 def delivery_change(before_spec: Any, delivery: str) -> str | None:

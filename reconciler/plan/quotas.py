@@ -29,7 +29,8 @@ from typing import Any
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.selection import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, throttled_clients
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import Action, QuotaChange
+from reconciler.plan.forms import QuotaForm
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, quota_address
 from reconciler.resources.recorded import RecordedState
@@ -120,13 +121,17 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
         else:
             continue
         out.changes.append(
-            ResourceChange(address=address, kind=Kind.QUOTA, action=action, before=before, after=wanted, reason=reason)
+            QuotaChange(address=address, action=action, before=_typed(before), after=_typed(wanted), reason=reason)
         )
         if not read:
             unread.add(cluster)
     if unread:
         out.warnings.append(unread_warning(unread))
     return out
+
+
+def _typed(form: Mapping[str, Any] | None) -> QuotaForm | None:
+    return None if form is None else QuotaForm.model_validate(dict(form))
 
 
 def _live_form(quotas: Mapping[str, Mapping[str, float]], like: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -27,7 +27,8 @@ from pydantic import ValidationError
 from reconciler.core.topic_rules import COMPACT, durable_configs, internal_replication_factor
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState, TopicInfo
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import Action, AnyChange, InternalTopicChange, TopicChange
+from reconciler.plan.forms import TopicForm, TopicSource
 from reconciler.resources.addresses import Kind, internal_topic_address, job_address, topic_address
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
@@ -55,7 +56,7 @@ class RemoteTopic:
 
 @dataclass
 class TopicPlan:
-    changes: list[ResourceChange] = field(default_factory=list)
+    changes: list[AnyChange] = field(default_factory=list)
     #: Findings with their subject's address: nothing downstream parses a message to learn what it is about.
     warnings: list[Diagnostic] = field(default_factory=list)
     errors: list[Diagnostic] = field(default_factory=list)
@@ -176,9 +177,8 @@ def _plan_one(
     origin = f"{rt.source_cluster}:{rt.source_topic} (flow {rt.flow})"
     if current is None:
         out.changes.append(
-            ResourceChange(
+            TopicChange(
                 address=address,
-                kind=Kind.TOPIC,
                 action=Action.CREATE,
                 before=None,
                 after=_form(rt.target_cluster, rt.name, rt.partitions, rt.replication_factor, rt.configs, rt),
@@ -244,9 +244,8 @@ def _plan_one(
     if not reasons:
         return
     out.changes.append(
-        ResourceChange(
+        TopicChange(
             address=address,
-            kind=Kind.TOPIC,
             action=Action.UPDATE,
             before=_form(rt.target_cluster, rt.name, current.partitions, current.replication_factor, current.configs),
             after=_form(rt.target_cluster, rt.name, partitions, current.replication_factor, configs, rt),
@@ -263,8 +262,9 @@ def _plan_removed(
         if res.address in wanted:
             continue
         cluster, name = res.attributes["cluster"], res.attributes["name"]
-        origin = res.attributes.get("source")
-        flow = origin.get("flow") if isinstance(origin, dict) else None
+        recorded_source = res.attributes.get("source")
+        origin = TopicSource.model_validate(recorded_source) if isinstance(recorded_source, dict) else None
+        flow = origin.flow if origin is not None else None
         if flow in disabled or cluster not in live.clusters:
             # A disabled flow keeps its topics (re-enabling it carries on); a cluster that was not read says
             # nothing about whether the topic is there. Either way: no change, and the record stays.
@@ -279,17 +279,13 @@ def _plan_removed(
                 )
             continue
         out.changes.append(
-            ResourceChange(
+            TopicChange(
                 address=res.address,
-                kind=Kind.TOPIC,
                 action=Action.DELETE,
+                # who wrote it (`source`): the executor stops that flow's job before it deletes the topic
                 before=None
                 if current is None
-                else {
-                    **_form(cluster, name, current.partitions, current.replication_factor, current.configs),
-                    # who wrote it: the executor stops that flow's job before it deletes the topic
-                    **({"source": origin} if isinstance(origin, dict) else {}),
-                },
+                else _form(cluster, name, current.partitions, current.replication_factor, current.configs, origin),
                 after=None,
                 reason="no flow replicates into it any more (prune.topics is on)"
                 if current is not None
@@ -316,9 +312,8 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
         if current is None:
             rf = internal_replication_factor(live.clusters[cluster].brokers)
             out.changes.append(
-                ResourceChange(
+                InternalTopicChange(
                     address=address,
-                    kind=Kind.INTERNAL_TOPIC,
                     action=Action.CREATE,
                     after=_form(cluster, name, 1, rf, {**COMPACT, **durable_configs(rf)}),
                     reason=purpose,
@@ -346,9 +341,8 @@ def plan_internal_topics(desired: DesiredState, live: LiveState, recorded: Recor
             elif missing:
                 why = f"min.insync.replicas {missing['min.insync.replicas']} with its {rf} replicas"
             out.changes.append(
-                ResourceChange(
+                InternalTopicChange(
                     address=address,
-                    kind=Kind.INTERNAL_TOPIC,
                     action=Action.UPDATE,
                     before=_form(cluster, name, current.partitions, current.replication_factor, current.configs),
                     after=_form(cluster, name, current.partitions, current.replication_factor, configs),
@@ -364,15 +358,18 @@ def _form(
     partitions: int,
     replication_factor: int,
     configs: Mapping[str, str],
-    origin: RemoteTopic | None = None,
-) -> dict[str, Any]:
-    form: dict[str, Any] = {
-        "cluster": cluster,
-        "name": name,
-        "partitions": partitions,
-        "replication_factor": replication_factor,
-        "configs": dict(sorted(configs.items())),
-    }
-    if origin is not None:
-        form["source"] = {"cluster": origin.source_cluster, "topic": origin.source_topic, "flow": origin.flow}
-    return form
+    origin: RemoteTopic | TopicSource | None = None,
+) -> TopicForm:
+    source = (
+        TopicSource(cluster=origin.source_cluster, topic=origin.source_topic, flow=origin.flow)
+        if isinstance(origin, RemoteTopic)
+        else origin
+    )
+    form = TopicForm(
+        cluster=cluster,
+        name=name,
+        partitions=partitions,
+        replication_factor=replication_factor,
+        configs=dict(sorted(configs.items())),
+    )
+    return form if source is None else form.model_copy(update={"source": source})

@@ -186,7 +186,7 @@ def test_switching_delivery_redeploys_the_job_and_says_what_happens(before: str,
     new = desired(f"topics: {{include: ['orders']}}\nreplication: {{delivery: {after}}}")
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f")))["job/f"]
-    assert change.action == Action.REPLACE and (change.after or {})["operation"] == "redeploy"
+    assert change.action == Action.REPLACE and change.after.model_dump(mode="json")["operation"] == "redeploy"
     assert f"delivery {before} -> {after}: the job" in change.reason and says in change.reason
     assert "restarts from its checkpoint" in change.reason
 

@@ -12,7 +12,7 @@ import pytest
 from reconciler.app.executor import UNCONFIRMED, Executor, dependencies
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
-from reconciler.plan.definition import Action, Plan, ResourceChange
+from reconciler.plan.definition import Action, AnyChange, Plan, change_of
 from reconciler.resources.addresses import Kind
 from reconciler.state.lock import LeaseLostError
 
@@ -126,14 +126,14 @@ def topic_form(cluster: str, name: str, flow: str | None = "f", partitions: int 
     return form
 
 
-def create_topic(name: str, flow: str = "f", cluster: str = "dst") -> ResourceChange:
-    return ResourceChange(
+def create_topic(name: str, flow: str = "f", cluster: str = "dst") -> AnyChange:
+    return change_of(
         address=f"topic/{cluster}/{name}", kind=Kind.TOPIC, action=Action.CREATE, after=topic_form(cluster, name, flow)
     )
 
 
-def grow_topic(name: str, flow: str = "f") -> ResourceChange:
-    return ResourceChange(
+def grow_topic(name: str, flow: str = "f") -> AnyChange:
+    return change_of(
         address=f"topic/dst/{name}",
         kind=Kind.TOPIC,
         action=Action.UPDATE,
@@ -142,14 +142,14 @@ def grow_topic(name: str, flow: str = "f") -> ResourceChange:
     )
 
 
-def delete_topic(name: str, flow: str | None = "f") -> ResourceChange:
-    return ResourceChange(
+def delete_topic(name: str, flow: str | None = "f") -> AnyChange:
+    return change_of(
         address=f"topic/dst/{name}", kind=Kind.TOPIC, action=Action.DELETE, before=topic_form("dst", name, flow)
     )
 
 
-def internal_topic(cluster: str, name: str) -> ResourceChange:
-    return ResourceChange(
+def internal_topic(cluster: str, name: str) -> AnyChange:
+    return change_of(
         address=f"internal_topic/{cluster}/{name}",
         kind=Kind.INTERNAL_TOPIC,
         action=Action.CREATE,
@@ -157,15 +157,15 @@ def internal_topic(cluster: str, name: str) -> ResourceChange:
     )
 
 
-def job(flow: str, action: Action = Action.CREATE, source: str = "src", target: str = "dst") -> ResourceChange:
+def job(flow: str, action: Action = Action.CREATE, source: str = "src", target: str = "dst") -> AnyChange:
     after = None
     if action != Action.DELETE:
         spec = {"flow": {"name": flow, "source": source, "target": target}}
         after = {"flow": flow, "operation": "deploy", "runner": "local", "spec_digest": "d1", "spec": spec}
-    return ResourceChange(address=f"job/{flow}", kind=Kind.JOB, action=action, after=after)
+    return change_of(address=f"job/{flow}", kind=Kind.JOB, action=action, after=after)
 
 
-def offsets(group: str, flow: str = "f", topic: str = "orders") -> ResourceChange:
+def offsets(group: str, flow: str = "f", topic: str = "orders") -> AnyChange:
     after = {
         "cluster": "dst",
         "group": group,
@@ -173,12 +173,10 @@ def offsets(group: str, flow: str = "f", topic: str = "orders") -> ResourceChang
         "source_cluster": "src",
         "partitions": [{"topic": topic, "partition": 0, "source_offset": 10, "target_offset": 10}],
     }
-    return ResourceChange(
-        address=f"group_offsets/dst/{group}", kind=Kind.GROUP_OFFSETS, action=Action.CREATE, after=after
-    )
+    return change_of(address=f"group_offsets/dst/{group}", kind=Kind.GROUP_OFFSETS, action=Action.CREATE, after=after)
 
 
-def acl(topic: str) -> ResourceChange:
+def acl(topic: str) -> AnyChange:
     form = {
         "cluster": "dst",
         "topic": topic,
@@ -187,10 +185,10 @@ def acl(topic: str) -> ResourceChange:
         "entries": [{"host": "*", "permission": "ALLOW"}],
         "managed": [{"host": "*", "permission": "ALLOW"}],
     }
-    return ResourceChange(address=f"acl/dst/User:alice/READ/{topic}", kind=Kind.ACL, action=Action.CREATE, after=form)
+    return change_of(address=f"acl/dst/User:alice/READ/{topic}", kind=Kind.ACL, action=Action.CREATE, after=form)
 
 
-def plan_of(*changes: ResourceChange) -> Plan:
+def plan_of(*changes: AnyChange) -> Plan:
     # Listed by kind, the way the planner lists them, so any other order the executor runs is its own doing.
     order = [Kind.INTERNAL_TOPIC, Kind.TOPIC, Kind.ACL, Kind.JOB, Kind.GROUP_OFFSETS]
     ordered = tuple(sorted(changes, key=lambda c: order.index(c.kind)))
@@ -198,7 +196,7 @@ def plan_of(*changes: ResourceChange) -> Plan:
 
 
 def run(
-    *changes: ResourceChange,
+    *changes: AnyChange,
     admin_fail: Mapping[str, list[Outcome]] | None = None,
     runner_fail: Iterable[str] = (),
     deployment: Mapping[str, Any] | None = None,
@@ -376,7 +374,7 @@ def test_a_deployed_job_is_recorded_with_the_runners_identity_of_it() -> None:
     deployment = {"runner": "standalone", "submission_id": "driver-1", "rest_url": "http://m:6066", "checkpoint": "/c"}
     _, _, recorder = run(job("f"), deployment=deployment)
     attributes = recorder.by_address()["job/f"][2]
-    assert attributes == {**(job("f").after or {}), "deployment": deployment}
+    assert attributes == {**job("f").after.model_dump(mode="json"), "deployment": deployment}
 
 
 def test_a_new_job_is_recorded_as_pending_before_the_runner_starts_it() -> None:
@@ -394,7 +392,7 @@ def test_a_new_job_is_recorded_as_pending_before_the_runner_starts_it() -> None:
 
 def test_a_deployed_job_without_an_identity_is_recorded_as_planned() -> None:
     _, _, recorder = run(job("f"), deployment=None)
-    assert recorder.by_address()["job/f"][2] == job("f").after
+    assert recorder.by_address()["job/f"][2] == job("f").after.model_dump(mode="json")
 
 
 def test_a_stopped_job_and_a_deleted_topic_are_recorded_as_gone() -> None:

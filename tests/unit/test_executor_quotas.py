@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.app.executor import Executor
 from reconciler.kafka_clients.admin import Outcome
-from reconciler.plan.definition import KIND_ORDER, Action, Plan, ResourceChange
+from reconciler.plan.definition import KIND_ORDER, Action, AnyChange, Plan, change_of
 from reconciler.resources.addresses import Kind
 from tests.unit.test_executor import Events, FakeAdmin, FakeRecorder, FakeRunner, create_topic, job
 
@@ -32,20 +32,18 @@ class QuotaAdmin(FakeAdmin):
 
 def quota(
     cluster: str, client_id: str, action: Action, before: int | None, after: int | None, flow: str = "f"
-) -> ResourceChange:
+) -> AnyChange:
     name = "consumer_byte_rate" if cluster == "src" else "producer_byte_rate"
 
     def form(rate: int | None) -> dict[str, Any] | None:
         return None if rate is None else {"cluster": cluster, "client_id": client_id, "flow": flow, name: rate}
 
-    return ResourceChange(
+    return change_of(
         address=f"quota/{cluster}/{client_id}", kind=Kind.QUOTA, action=action, before=form(before), after=form(after)
     )
 
 
-def run(
-    *changes: ResourceChange, fail: Iterable[str] = ()
-) -> tuple[Events, list[Any], FakeRecorder, dict[str, QuotaAdmin]]:
+def run(*changes: AnyChange, fail: Iterable[str] = ()) -> tuple[Events, list[Any], FakeRecorder, dict[str, QuotaAdmin]]:
     events: Events = []
     admins = {"src": QuotaAdmin("src", events, fail), "dst": QuotaAdmin("dst", events, fail)}
     recorder = FakeRecorder()
@@ -107,6 +105,6 @@ def test_updates_and_deletes_become_set_and_remove_calls_and_a_delete_drops_the_
 
 
 def test_a_delete_of_a_quota_already_gone_makes_no_call() -> None:
-    gone = ResourceChange(address="quota/src/x", kind=Kind.QUOTA, action=Action.DELETE)
+    gone = change_of(address="quota/src/x", kind=Kind.QUOTA, action=Action.DELETE)
     events, outcomes, _, _ = run(gone)
     assert events == [] and [o.outcome for o in outcomes] == ["applied"]

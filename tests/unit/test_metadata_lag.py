@@ -19,7 +19,7 @@ from reconciler.adapters.live_reader import _catch_up
 from reconciler.app.executor import Executor
 from reconciler.kafka_clients import admin as kafka_admin
 from reconciler.kafka_clients.admin import KafkaAdmin, Outcome, TopicMeta
-from reconciler.plan.definition import Action, Plan, ResourceChange
+from reconciler.plan.definition import Action, AnyChange, Plan, change_of
 from reconciler.resources.addresses import Kind
 from reconciler.resources.recorded import RecordedResource, RecordedState
 
@@ -168,9 +168,9 @@ def test_apply_records_a_created_topic_the_metadata_never_showed_as_created_with
         def record(self, *args: Any) -> None:
             pass
 
-    def create(name: str) -> ResourceChange:
+    def create(name: str) -> AnyChange:
         form = {"cluster": "dst", "name": name, "partitions": 1, "replication_factor": -1, "configs": {}}
-        return ResourceChange(address=f"topic/dst/{name}", kind=Kind.TOPIC, action=Action.CREATE, after=form)
+        return change_of(address=f"topic/dst/{name}", kind=Kind.TOPIC, action=Action.CREATE, after=form)
 
     recorder = Recorder()
     plan = Plan(plan_id="p", created_at="t", spec_digest="d", changes=(create("early"), create("late")))

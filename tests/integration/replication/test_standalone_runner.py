@@ -153,7 +153,7 @@ def job_change(plan: Plan) -> tuple[str, str] | None:
     """(action, operation) of the plan's job/<flow> change, None if it has none."""
     for c in plan.changes:
         if c.address == f"job/{FLOW}":
-            return c.action.value, (c.after or {}).get("operation", "")
+            return c.action.value, c.after.model_dump(mode="json").get("operation", "")
     return None
 
 

@@ -14,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import main
-from reconciler.plan.definition import Action, Plan, ResourceChange, summarize
+from reconciler.plan.definition import Action, AnyChange, Plan, change_of, summarize
 from reconciler.resources.addresses import Kind
+from tests.unit.render.plans import topic_form
 
 pytestmark = pytest.mark.unit
 
@@ -77,17 +78,17 @@ def test_the_console_script_exits_1_on_a_usage_error(tmp_path: Path) -> None:
     assert "'yml' is not one of" in run.stderr
 
 
-def _plan(changes: tuple[ResourceChange, ...]) -> Plan:
+def _plan(changes: tuple[AnyChange, ...]) -> Plan:
     return Plan(plan_id="p", created_at="2026-01-01T00:00:00Z", spec_digest="sha256:0", changes=changes,
                 summary=summarize(changes))  # fmt: skip
 
 
-_CREATE = ResourceChange(address="topic/c/t", kind=Kind.TOPIC, action=Action.CREATE, after={"partitions": 1})
+_CREATE = change_of(address="topic/c/t", kind=Kind.TOPIC, action=Action.CREATE, after=topic_form("c", "t", 1, {}))
 
 
 @pytest.mark.parametrize(("changes", "code"), [((), 0), ((_CREATE,), 2)], ids=["no changes", "changes"])
 def test_detailed_exitcode_is_2_only_for_changes(
-    changes: tuple[ResourceChange, ...], code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    changes: tuple[AnyChange, ...], code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from reconciler.app import operations
 

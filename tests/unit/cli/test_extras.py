@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import main
-from reconciler.plan.definition import Action, Plan, ResourceChange, summarize
+from reconciler.plan.definition import Action, Plan, change_of, summarize
 from reconciler.resources.addresses import Kind
 
 pytestmark = pytest.mark.unit
@@ -52,7 +52,12 @@ def test_apply_refuses_a_job_deploy_before_changing_anything(
 ) -> None:
     from reconciler.app import operations
 
-    deploy = ResourceChange(address="job/f", kind=Kind.JOB, action=Action.CREATE, after={"spec": {}})
+    deploy = change_of(
+        address="job/f",
+        kind=Kind.JOB,
+        action=Action.CREATE,
+        after={"flow": "f", "operation": "deploy", "runner": "local", "spec_digest": "d", "spec": {}},
+    )
     plan = Plan(plan_id="p", created_at="t", spec_digest="d", changes=(deploy,), summary=summarize((deploy,)))
     executed: list[Plan] = []
 

@@ -1,5 +1,6 @@
-"""Saved plans a pipeline hands to `kmirror apply PLANFILE`: added fields accepted within format_version 1,
-damage and edits refused with an error that names the file, the line and the field, never a bug report."""
+"""Saved plans a pipeline hands to `kmirror apply PLANFILE`: added fields accepted within a format_version, an
+older or newer format refused naming it, damage and edits refused with an error that names the file, the line and
+the field, never a bug report."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_a_saved_plan_reads_back_equal(tmp_path: Path) -> None:
     assert read_plan(_write(tmp_path, PLAN.to_json())) == PLAN
 
 
-def test_fields_added_within_format_version_1_are_accepted(tmp_path: Path) -> None:
+def test_fields_added_within_a_format_version_are_accepted(tmp_path: Path) -> None:
     doc = json.loads(PLAN.to_json())
     doc["generator"] = {"name": "kmirror", "version": "1.4.0"}
     doc["state"]["workspace"] = "production"
@@ -41,11 +42,22 @@ def test_fields_added_within_format_version_1_are_accepted(tmp_path: Path) -> No
 
 
 def test_a_newer_format_version_is_refused_naming_it(tmp_path: Path) -> None:
-    doc = json.loads(PLAN.to_json()) | {"format_version": 2}
+    doc = json.loads(PLAN.to_json()) | {"format_version": 3}
     with pytest.raises(
-        InputFileError, match=r"plan.json: format_version: plan format_version 2 was written by a newer"
+        InputFileError, match=r"plan.json: format_version: plan format_version 3 was written by a newer"
     ):
         read_plan(_write(tmp_path, doc))
+
+
+def test_a_plan_of_the_previous_format_is_refused_saying_to_plan_again(tmp_path: Path) -> None:
+    """A plan file written by the landed version before typed changes (format_version 1, kept verbatim)."""
+    old = (Path(__file__).parent / "plan_format_1.json").read_text()
+    assert json.loads(old)["format_version"] == 1
+    with pytest.raises(InputFileError) as caught:
+        read_plan(_write(tmp_path, json.loads(old)))
+    message = str(caught.value)
+    assert "plan format_version 1 was written by an older kmirror" in message
+    assert "kmirror plan --out PLANFILE" in message and caught.value.field == "format_version"
 
 
 def test_a_truncated_file_is_located(tmp_path: Path) -> None:

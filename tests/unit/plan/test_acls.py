@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.plan.definition import Action
+from reconciler.plan.forms import AclForm
 from tests.unit.plan.builders import acl, by_address, desired, live, owned, plan, topic
 
 pytestmark = pytest.mark.unit
@@ -12,8 +13,8 @@ pytestmark = pytest.mark.unit
 FLOW = "topics: {include: ['orders']}"
 
 
-def _entries(form: dict | None) -> list[tuple[str, str]]:  # type: ignore[type-arg]
-    return [(e["host"], e["permission"]) for e in (form or {}).get("entries", [])]
+def _entries(form: AclForm | None) -> list[tuple[str, str]]:
+    return [(e.host, e.permission) for e in (form.entries if form else ())]
 
 
 def test_literal_topic_acls_are_synced_with_mm2_semantics() -> None:
@@ -82,4 +83,4 @@ def test_a_hand_made_acl_next_to_a_synced_one_is_kept() -> None:
     change = by_address(plan(desired(FLOW), lv, owned("src.orders")))["acl/dst/User:u/READ/src.orders"]
     assert change.action == Action.UPDATE
     assert _entries(change.after) == [("*", "ALLOW"), ("10.1.1.1", "DENY")]
-    assert [(e["host"], e["permission"]) for e in (change.after or {})["managed"]] == [("*", "ALLOW")]
+    assert [(e["host"], e["permission"]) for e in change.after.model_dump(mode="json")["managed"]] == [("*", "ALLOW")]

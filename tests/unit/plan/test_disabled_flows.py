@@ -95,4 +95,4 @@ def test_a_removed_flows_topic_delete_names_the_flow_that_wrote_it() -> None:
     rec = recorded(_of_flow("src.orders", "old"), _of_flow("src.payments", "f"), _of_flow("src.heartbeats", "f"))
     delete = {c.address: c for c in plan(ds, lv, rec).changes}["topic/dst/src.orders"]
     assert delete.action == Action.DELETE
-    assert (delete.before or {})["source"]["flow"] == "old"
+    assert delete.before.model_dump(mode="json")["source"]["flow"] == "old"

@@ -60,10 +60,10 @@ def test_new_group_is_created_with_source_translated_and_current_per_partition()
         None,
     )
     assert c.after is not None
-    assert c.after["cluster"] == "dst" and c.after["group"] == "app-1"
+    assert c.after.model_dump(mode="json")["cluster"] == "dst" and c.after.model_dump(mode="json")["group"] == "app-1"
     assert [
         (r["topic"], r["partition"], r["source_offset"], r["target_offset"], r["current_offset"])
-        for r in c.after["partitions"]
+        for r in c.after.model_dump(mode="json")["partitions"]
     ] == [
         ("src.orders", 0, 150, 91, None),
         ("src.orders", 1, 10, 10, None),
@@ -82,8 +82,11 @@ def test_target_group_never_moves_backwards_and_equal_is_no_change() -> None:
     out2 = plan_group_offsets(ds, world(src, dst2, syncs((0, 100, 90), (1, 10, 10), (2, 0, 0))))
     [c2] = out2.changes
     assert c2.action == Action.UPDATE and c2.after is not None
-    assert [(r["partition"], r["target_offset"], r["current_offset"]) for r in c2.after["partitions"]] == [(2, 1, 0)]
-    assert c2.before == {
+    assert [
+        (r["partition"], r["target_offset"], r["current_offset"])
+        for r in c2.after.model_dump(mode="json")["partitions"]
+    ] == [(2, 1, 0)]
+    assert c2.before.model_dump(mode="json") == {
         "cluster": "dst",
         "group": "app-1",
         "flow": "f",
@@ -167,6 +170,6 @@ def test_the_source_commit_metadata_travels_with_the_translated_offset() -> None
     }
     plan = plan_group_offsets(desired(FLOW), world(src, {}, syncs((0, 100, 90), (1, 10, 10))))
     (change,) = plan.changes
-    rows = {r["partition"]: r for r in change.after["partitions"]}
+    rows = {r["partition"]: r for r in change.after.model_dump(mode="json")["partitions"]}
     assert rows[0]["metadata"] == "tx-42;node=a" and rows[0]["target_offset"] == 91
     assert "metadata" not in rows[1]  # none committed: the row stays as it was

@@ -81,7 +81,7 @@ def rows(state: LiveState) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     assert out.errors == []
     [c] = out.changes
     assert c.after is not None
-    return dict(c.after), {r["partition"]: r for r in c.after["partitions"]}
+    return c.after.model_dump(mode="json"), {r["partition"]: r for r in c.after.model_dump(mode="json")["partitions"]}
 
 
 def test_all_exact_writes_the_exact_offsets_and_says_so() -> None:

@@ -59,14 +59,17 @@ def test_topic_the_deployed_job_created_is_recorded_as_owned_without_a_broker_ch
     [change] = p.changes
     assert change.action == Action.UPDATE and change.reason == REASON
     # Nothing on the broker differs: before and after are the same topic, after also names its source.
-    assert change.before == {
+    assert change.before.model_dump(mode="json") == {
         "cluster": "dst",
         "name": "src.orders.new",
         "partitions": 3,
         "replication_factor": 1,
         "configs": {"retention.ms": "2000"},
     }
-    assert change.after == {**change.before, "source": {"cluster": "src", "topic": "orders.new", "flow": "f"}}
+    assert change.after.model_dump(mode="json") == {
+        **change.before.model_dump(mode="json"),
+        "source": {"cluster": "src", "topic": "orders.new", "flow": "f"},
+    }
     assert p.summary.update == 1 and p.summary.total == 1
     assert not p.warnings  # records in it are the job's own replicated records, not someone else's
 
@@ -86,7 +89,9 @@ def test_once_recorded_the_next_plan_is_clean() -> None:
     applied = with_job(ds)
     resources = {
         **applied.resources,
-        change.address: RecordedResource(change.address, "topic", change.after or {}),
+        change.address: RecordedResource(
+            change.address, "topic", change.after.model_dump(mode="json") if change.after else {}
+        ),
     }
     assert plan(ds, lv, RecordedState("lin-1", 2, resources)).changes == ()
 
@@ -98,8 +103,8 @@ def test_differences_are_planned_with_the_recording_as_for_an_owned_topic() -> N
     change = by_address(plan(ds, lv, with_job(ds)))["topic/dst/src.orders.new"]
     assert change.action == Action.UPDATE
     assert change.reason == REASON + "; partitions 3 -> 4 (source grew); configs retention.ms"
-    assert (change.after or {})["partitions"] == 4
-    assert (change.after or {})["configs"] == {"retention.ms": "5000"}
+    assert change.after.model_dump(mode="json")["partitions"] == 4
+    assert change.after.model_dump(mode="json")["configs"] == {"retention.ms": "5000"}
 
 
 def test_without_a_recorded_job_an_unowned_target_topic_stays_an_error() -> None:

@@ -28,8 +28,8 @@ def test_new_flow_deploys_its_job() -> None:
     ds = desired(FLOW)
     change = by_address(plan(ds, live(src=[topic("orders")]), jobs=JobStatus()))["job/f"]
     assert change.action == Action.CREATE
-    assert (change.after or {})["operation"] == "deploy"
-    assert (change.after or {})["spec_digest"] == ds.flow_digest("f")
+    assert change.after.model_dump(mode="json")["operation"] == "deploy"
+    assert change.after.model_dump(mode="json")["spec_digest"] == ds.flow_digest("f")
 
 
 def test_running_job_with_the_same_spec_is_left_alone() -> None:
@@ -43,7 +43,7 @@ def test_spec_change_redeploys_and_names_the_changed_fields() -> None:
     new = desired("topics: {include: ['orders', 'payments']}\nreplication: {producer: {linger.ms: '5'}}")
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f")))["job/f"]
-    assert change.action == Action.REPLACE and (change.after or {})["operation"] == "redeploy"
+    assert change.action == Action.REPLACE and change.after.model_dump(mode="json")["operation"] == "redeploy"
     assert "flow.replication.producer" in change.reason and "flow.topics.include" in change.reason
 
 
@@ -52,7 +52,7 @@ def test_job_not_running_is_restarted() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     jobs = JobStatus({"f": JobInfo("f", False, ds.flow_digest("f"), detail="exited with code 137")})
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(ds),)), jobs))["job/f"]
-    assert change.action == Action.UPDATE and (change.after or {})["operation"] == "restart"
+    assert change.action == Action.UPDATE and change.after.model_dump(mode="json")["operation"] == "restart"
     assert "exited with code 137" in change.reason
 
 
@@ -62,7 +62,9 @@ def test_removed_flow_stops_its_job_when_prune_jobs_allows() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
     assert change.action == Action.DELETE
-    assert (change.before or {})["removed"] is False  # disabled: enabled again, it resumes from its checkpoint
+    assert (
+        change.before.model_dump(mode="json")["removed"] is False
+    )  # disabled: enabled again, it resumes from its checkpoint
     kept = plan(
         desired("enabled: false\n" + FLOW, prune="prune: {jobs: false}"), lv, owned("src.orders"), running(gone, "f")
     )
@@ -153,16 +155,16 @@ def test_a_renamed_flow_moves_its_job_instead_of_starting_a_new_one() -> None:
     p = plan(new, lv, owned("src.orders", extra=(_job_record(old),)), running(old, "f"))
     changes = by_address(p)
     move = changes["job/g"]
-    assert move.action == Action.UPDATE and (move.after or {})["operation"] == "move"
-    assert (move.after or {})["moved_from"] == "f" and "moved from job/f" in move.reason
-    assert move.before == {"running": True, "spec_digest": old.flow_digest("f")}
+    assert move.action == Action.UPDATE and move.after.model_dump(mode="json")["operation"] == "move"
+    assert move.after.model_dump(mode="json")["moved_from"] == "f" and "moved from job/f" in move.reason
+    assert move.before.model_dump(mode="json") == {"running": True, "spec_digest": old.flow_digest("f")}
     assert "job/f" not in changes  # not stopped and forgotten: carried over
 
 
 def test_a_move_whose_old_flow_was_never_deployed_is_a_plain_deploy() -> None:
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(_renamed(), lv, owned("src.orders"), JobStatus()))["job/g"]
-    assert change.action == Action.CREATE and (change.after or {})["operation"] == "deploy"
+    assert change.action == Action.CREATE and change.after.model_dump(mode="json")["operation"] == "deploy"
 
 
 def _without_flows() -> DesiredState:
@@ -182,7 +184,7 @@ def test_a_flow_removed_from_the_file_has_its_job_stopped_and_its_checkpoint_for
     ds = _without_flows()
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(ds, lv, owned("src.orders", extra=(_job_record(gone),)), running(gone, "f")))["job/f"]
-    assert change.action == Action.DELETE and (change.before or {})["removed"] is True
+    assert change.action == Action.DELETE and change.before.model_dump(mode="json")["removed"] is True
     assert "forget its checkpoint" in change.reason
 
 
@@ -204,7 +206,11 @@ def test_a_removed_flows_exactly_once_group_is_forgotten_with_its_checkpoint(
     record = (address, kind, {**attributes, "deployment": deployment})
     lv = live(src=[topic("orders")], dst=[topic("src.orders")])
     change = by_address(plan(ds, lv, owned("src.orders", extra=(record,)), running(gone, "f")))["job/f"]
-    assert (change.before or {})["eos_group"] == {"cluster": "dst", "group": group, "exactly_once": said}
+    assert change.before.model_dump(mode="json")["eos_group"] == {
+        "cluster": "dst",
+        "group": group,
+        "exactly_once": said,
+    }
     assert (f"its exactly-once group {group} on dst" in change.reason) is said
 
 

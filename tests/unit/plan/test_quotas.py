@@ -49,13 +49,16 @@ def test_a_throttle_creates_a_fetch_quota_on_the_source_and_a_produce_quota_on_t
     quotas = _quotas(p)
     assert set(quotas) == {SOURCE, TARGET}
     assert quotas[SOURCE].action == Action.CREATE and quotas[SOURCE].before is None
-    assert quotas[SOURCE].after == {
+    assert quotas[SOURCE].after.model_dump(mode="json") == {
         "cluster": "src",
         "client_id": "kmirror._kmirror.state.f.source",
         "flow": "f",
         "consumer_byte_rate": 10_000_000,
     }
-    assert quotas[TARGET].after is not None and quotas[TARGET].after["producer_byte_rate"] == 10_000_000
+    assert (
+        quotas[TARGET].after is not None
+        and quotas[TARGET].after.model_dump(mode="json")["producer_byte_rate"] == 10_000_000
+    )
     assert "consumer_byte_rate" not in quotas[TARGET].after
     assert str(unread_warning(["src", "dst"])) in p.warnings  # not read: the plan says it did not ask the brokers
     read = plan(desired("replication: {throttle: 10MB}"), _with_quotas(live(), src={}, dst={}))
@@ -87,8 +90,14 @@ def test_a_changed_throttle_updates_both_quotas_and_does_not_redeploy_the_job() 
     p = plan(after, live(), _owned_quotas(10_000_000), jobs=running(before, "f"))
     quotas = _quotas(p)
     assert {c.action for c in quotas.values()} == {Action.UPDATE}
-    assert quotas[SOURCE].before is not None and quotas[SOURCE].before["consumer_byte_rate"] == 10_000_000
-    assert quotas[SOURCE].after is not None and quotas[SOURCE].after["consumer_byte_rate"] == 20 * 1024 * 1024
+    assert (
+        quotas[SOURCE].before is not None
+        and quotas[SOURCE].before.model_dump(mode="json")["consumer_byte_rate"] == 10_000_000
+    )
+    assert (
+        quotas[SOURCE].after is not None
+        and quotas[SOURCE].after.model_dump(mode="json")["consumer_byte_rate"] == 20 * 1024 * 1024
+    )
     assert not [c for c in p.changes if c.kind == Kind.JOB]
 
 
@@ -96,7 +105,10 @@ def test_removing_the_throttle_deletes_the_quotas_kmirror_recorded() -> None:
     p = plan(desired(""), live(), _owned_quotas(10_000_000))
     quotas = _quotas(p)
     assert {a: c.action for a, c in quotas.items()} == {SOURCE: Action.DELETE, TARGET: Action.DELETE}
-    assert quotas[SOURCE].before is not None and quotas[SOURCE].before["consumer_byte_rate"] == 10_000_000
+    assert (
+        quotas[SOURCE].before is not None
+        and quotas[SOURCE].before.model_dump(mode="json")["consumer_byte_rate"] == 10_000_000
+    )
     assert quotas[SOURCE].after is None
 
 
@@ -137,7 +149,10 @@ def test_live_quotas_when_readable_decide_the_action() -> None:
     changes = {c.address: c for c in plan_quotas(ds, _owned_quotas(10_000_000), drift).changes}
     assert set(changes) == {SOURCE}
     assert changes[SOURCE].action == Action.UPDATE
-    assert changes[SOURCE].before is not None and changes[SOURCE].before["consumer_byte_rate"] == 5_000_000
+    assert (
+        changes[SOURCE].before is not None
+        and changes[SOURCE].before.model_dump(mode="json")["consumer_byte_rate"] == 5_000_000
+    )
     # Already set on kmirror's ids but not recorded: taken over (recorded), nothing to change on the broker.
     same = {"src": {src_id: {"consumer_byte_rate": 1e7}}, "dst": {dst_id: {"producer_byte_rate": 1e7}}}
     taken = plan_quotas(ds, owned(), same)
@@ -180,4 +195,4 @@ def test_setting_a_throttle_on_a_running_flow_redeploys_its_job_after_the_quotas
     p = plan(after, live(), jobs=running(before, "f"))
     actions = [(c.kind, c.action) for c in p.changes]
     assert actions == [(Kind.QUOTA, Action.CREATE), (Kind.QUOTA, Action.CREATE), (Kind.JOB, Action.REPLACE)]
-    assert p.changes[-1].after is not None and "client_ids" in p.changes[-1].after["spec"]
+    assert p.changes[-1].after is not None and "client_ids" in p.changes[-1].after.model_dump(mode="json")["spec"]

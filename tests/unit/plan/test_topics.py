@@ -18,7 +18,7 @@ def test_new_source_topic_creates_a_remote_topic_with_synced_configs() -> None:
     p = plan(ds, live(src=[topic("orders", 6, retention_ms="3600000", min_insync_replicas="2")]))
     change = by_address(p)["topic/dst/src.orders"]
     assert change.action == Action.CREATE
-    assert change.after == {
+    assert change.after.model_dump(mode="json") == {
         "cluster": "dst",
         "name": "src.orders",
         "partitions": 6,
@@ -51,7 +51,10 @@ def test_source_partition_increase_grows_the_remote_topic() -> None:
     lv = live(src=[topic("orders", 8)], dst=[topic("src.orders", 3)])
     change = by_address(plan(ds, lv, owned("src.orders")))["topic/dst/src.orders"]
     assert change.action == Action.UPDATE
-    assert (change.before or {})["partitions"] == 3 and (change.after or {})["partitions"] == 8
+    assert (
+        change.before.model_dump(mode="json")["partitions"] == 3
+        and change.after.model_dump(mode="json")["partitions"] == 8
+    )
     assert "partitions 3 -> 8" in change.reason
 
 
@@ -70,13 +73,13 @@ def test_config_changes_are_incremental_set_and_delete_and_keep_excluded_target_
     )
     change = by_address(plan(ds, lv, owned("src.orders")))["topic/dst/src.orders"]
     assert change.action == Action.UPDATE
-    assert (change.before or {})["configs"] == {
+    assert change.before.model_dump(mode="json")["configs"] == {
         "retention.ms": "999",
         "segment.bytes": "1000",
         "min.insync.replicas": "2",
     }
     # segment.bytes: not set on the source -> deleted; min.insync.replicas: excluded -> the target's own, kept.
-    assert (change.after or {})["configs"] == {
+    assert change.after.model_dump(mode="json")["configs"] == {
         "retention.ms": "100",
         "cleanup.policy": "compact",
         "min.insync.replicas": "2",
@@ -90,7 +93,7 @@ def test_config_sync_off_only_applies_topic_defaults() -> None:
     )
     lv = live(src=[topic("orders", 1, cleanup_policy="compact")])
     change = by_address(plan(ds, lv))["topic/dst/src.orders"]
-    assert (change.after or {})["configs"] == {"retention.ms": "5"}
+    assert change.after.model_dump(mode="json")["configs"] == {"retention.ms": "5"}
 
 
 def test_replication_factor_difference_is_reported_not_acted_on() -> None:
@@ -171,7 +174,7 @@ def test_internal_topics_have_mm2_names_and_are_compacted() -> None:
         "internal_topic/dst/src.checkpoints.internal",
         "internal_topic/dst/_kmirror.state",
     }
-    assert all((c.after or {})["configs"] == {"cleanup.policy": "compact"} for c in internal.values())
+    assert all(c.after.model_dump(mode="json")["configs"] == {"cleanup.policy": "compact"} for c in internal.values())
     # the remote heartbeats topic is planned with the heartbeats topic, before it exists on the source
     assert by_address(p)["topic/dst/src.heartbeats"].action == Action.CREATE
 
@@ -187,7 +190,10 @@ def test_internal_topic_that_is_not_compacted_is_fixed() -> None:
     lv = live(src=[topic("orders")])
     lv.clusters["dst"].topics["src.checkpoints.internal"] = topic("src.checkpoints.internal", cleanup_policy="delete")  # type: ignore[index]
     change = by_address(plan(ds, lv, owned("src.orders")))["internal_topic/dst/src.checkpoints.internal"]
-    assert change.action == Action.UPDATE and (change.after or {})["configs"]["cleanup.policy"] == "compact"
+    assert (
+        change.action == Action.UPDATE
+        and change.after.model_dump(mode="json")["configs"]["cleanup.policy"] == "compact"
+    )
 
 
 def test_target_narrows_the_plan() -> None:
@@ -223,14 +229,15 @@ def test_internal_topics_get_three_replicas_and_min_insync_two_on_a_three_broker
     lv = live(src=[topic("orders")], internal=False)
     lv = replace(lv, clusters={n: replace(c, brokers=3) for n, c in lv.clusters.items()})
     internal = [c for c in plan(ds, lv, owned()).changes if c.kind == "internal_topic"]
-    assert internal and all((c.after or {})["replication_factor"] == 3 for c in internal)
+    assert internal and all(c.after.model_dump(mode="json")["replication_factor"] == 3 for c in internal)
     assert all(
-        (c.after or {})["configs"] == {"cleanup.policy": "compact", "min.insync.replicas": "2"} for c in internal
+        c.after.model_dump(mode="json")["configs"] == {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+        for c in internal
     )
     single = replace(lv, clusters={n: replace(c, brokers=1) for n, c in lv.clusters.items()})
     internal = [c for c in plan(ds, single, owned()).changes if c.kind == "internal_topic"]
-    assert all((c.after or {})["replication_factor"] == 1 for c in internal)
-    assert all((c.after or {})["configs"] == {"cleanup.policy": "compact"} for c in internal)
+    assert all(c.after.model_dump(mode="json")["replication_factor"] == 1 for c in internal)
+    assert all(c.after.model_dump(mode="json")["configs"] == {"cleanup.policy": "compact"} for c in internal)
 
 
 def test_an_internal_topic_with_three_replicas_gets_min_insync_two_and_one_with_fewer_a_warning() -> None:
@@ -245,5 +252,7 @@ def test_an_internal_topic_with_three_replicas_gets_min_insync_two_and_one_with_
     clusters["dst"] = replace(dst, topics=topics, brokers=3)
     p = plan(ds, replace(lv, clusters=clusters), owned())
     change = by_address(p)["internal_topic/dst/src.checkpoints.internal"]
-    assert change.action == Action.UPDATE and (change.after or {})["configs"]["min.insync.replicas"] == "2"
+    assert (
+        change.action == Action.UPDATE and change.after.model_dump(mode="json")["configs"]["min.insync.replicas"] == "2"
+    )
     assert any(w.startswith("internal_topic/dst/_kmirror.state: replication factor 1") for w in p.warnings)

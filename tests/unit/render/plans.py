@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.plan.definition import KIND_ORDER, Action, Plan, ResourceChange, StateRef, summarize
+from reconciler.plan.definition import KIND_ORDER, Action, AnyChange, Plan, StateRef, change_of, summarize
 from reconciler.resources.addresses import (
     Kind,
     acl_address,
@@ -83,7 +83,7 @@ def job_after(flow: str, operation: str, digest: str) -> dict[str, Any]:
     return {"flow": flow, "operation": operation, "runner": "local", "spec_digest": digest, "spec": job_spec()}
 
 
-def make_plan(changes: list[ResourceChange], warnings: tuple[str, ...] = (), serial: int = 7) -> Plan:
+def make_plan(changes: list[AnyChange], warnings: tuple[str, ...] = (), serial: int = 7) -> Plan:
     ordered = tuple(sorted(changes, key=lambda c: (KIND_ORDER.index(c.kind), c.address)))
     return Plan(
         plan_id="5f0c6d1e-8a3b-4c2d-9e7f-0a1b2c3d4e5f",
@@ -96,25 +96,25 @@ def make_plan(changes: list[ResourceChange], warnings: tuple[str, ...] = (), ser
     )
 
 
-def _topic_changes() -> list[ResourceChange]:
+def _topic_changes() -> list[AnyChange]:
     t = Kind.TOPIC
     retention = {"retention.ms": "604800000"}
     return [
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "orders.eu"),
             kind=t,
             action=Action.CREATE,
             after=topic_form("cloud", "orders.eu", 6, {**retention, "cleanup.policy": "delete"}, source="orders.eu"),
             reason=f"mirror of onprem:orders.eu (flow {FLOW})",
         ),
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "orders.us"),
             kind=t,
             action=Action.CREATE,
             after=topic_form("cloud", "orders.us", 3, {}, rf=3, source="orders.us"),
             reason=f"mirror of onprem:orders.us (flow {FLOW})",
         ),
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "payments"),
             kind=t,
             action=Action.UPDATE,
@@ -138,7 +138,7 @@ def _topic_changes() -> list[ResourceChange]:
                 "configs max.message.bytes, retention.ms, segment.bytes"
             ),
         ),
-        ResourceChange(
+        change_of(
             # Created by the flow's running job for a new source topic: recorded as kmirror's, no broker call.
             address=topic_address("cloud", "orders.apac"),
             kind=t,
@@ -150,7 +150,7 @@ def _topic_changes() -> list[ResourceChange]:
                 "source topic; recording it as kmirror's"
             ),
         ),
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "ledger"),
             kind=t,
             action=Action.REPLACE,
@@ -158,20 +158,20 @@ def _topic_changes() -> list[ResourceChange]:
             after=topic_form("cloud", "ledger", 4, {"cleanup.policy": "compact"}, rf=3, source="ledger"),
             reason="partition count can only shrink by re-creating the topic",
         ),
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "legacy.audit"),
             kind=t,
             action=Action.DELETE,
             before=topic_form("cloud", "legacy.audit", 2, {"retention.ms": "-1"}, rf=3),
             reason="no flow replicates into it any more (prune.topics is on)",
         ),
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "legacy.gone"),
             kind=t,
             action=Action.DELETE,
             reason="already gone; forgetting it",
         ),
-        ResourceChange(
+        change_of(
             address=topic_address("cloud", "unchanged"),
             kind=t,
             action=Action.NOOP,
@@ -181,18 +181,18 @@ def _topic_changes() -> list[ResourceChange]:
     ]
 
 
-def _internal_topic_changes() -> list[ResourceChange]:
+def _internal_topic_changes() -> list[AnyChange]:
     it = Kind.INTERNAL_TOPIC
     compact = {"cleanup.policy": "compact"}
     return [
-        ResourceChange(
+        change_of(
             address=internal_topic_address("cloud", "onprem.checkpoints.internal"),
             kind=it,
             action=Action.CREATE,
             after=topic_form("cloud", "onprem.checkpoints.internal", 1, compact),
             reason=f"checkpoints of flow {FLOW}",
         ),
-        ResourceChange(
+        change_of(
             address=internal_topic_address("onprem", "heartbeats"),
             kind=it,
             action=Action.UPDATE,
@@ -200,7 +200,7 @@ def _internal_topic_changes() -> list[ResourceChange]:
             after=topic_form("onprem", "heartbeats", 1, {"cleanup.policy": "compact", "retention.ms": "3600000"}),
             reason=f"heartbeats of flow {FLOW}: must be compacted",
         ),
-        ResourceChange(
+        change_of(
             address=internal_topic_address("onprem", "mm2-offset-syncs.cloud.internal"),
             kind=it,
             action=Action.REPLACE,
@@ -208,7 +208,7 @@ def _internal_topic_changes() -> list[ResourceChange]:
             after=topic_form("onprem", "mm2-offset-syncs.cloud.internal", 1, compact),
             reason=f"offset-syncs of flow {FLOW}: must have exactly 1 partition",
         ),
-        ResourceChange(
+        change_of(
             address=internal_topic_address("cloud", "old.checkpoints.internal"),
             kind=it,
             action=Action.DELETE,
@@ -218,18 +218,18 @@ def _internal_topic_changes() -> list[ResourceChange]:
     ]
 
 
-def _acl_changes() -> list[ResourceChange]:
+def _acl_changes() -> list[AnyChange]:
     a = Kind.ACL
     alice, bob, carol = "User:alice", "User:bob", "User:carol"
     return [
-        ResourceChange(
+        change_of(
             address=acl_address("cloud", alice, "READ", "orders.eu"),
             kind=a,
             action=Action.CREATE,
             after=acl_form("orders.eu", alice, [("*", "ALLOW")], [("*", "ALLOW")]),
             reason="ACL sync from the source topic (+1 ALLOW)",
         ),
-        ResourceChange(
+        change_of(
             address=acl_address("cloud", bob, "READ", "payments"),
             kind=a,
             action=Action.UPDATE,
@@ -242,7 +242,7 @@ def _acl_changes() -> list[ResourceChange]:
             ),
             reason="ACL sync from the source topic (+1 ALLOW, -1)",
         ),
-        ResourceChange(
+        change_of(
             address=acl_address("cloud", carol, "READ", "ledger"),
             kind=a,
             action=Action.REPLACE,
@@ -250,7 +250,7 @@ def _acl_changes() -> list[ResourceChange]:
             after={**acl_form("ledger", carol, [("*", "DENY")], [("*", "DENY")]), "pattern_type": "LITERAL"},
             reason="ACL sync from the source topic (+1 DENY, -1)",
         ),
-        ResourceChange(
+        change_of(
             address=acl_address("cloud", carol, "READ", "legacy.audit"),
             kind=a,
             action=Action.DELETE,
@@ -260,17 +260,17 @@ def _acl_changes() -> list[ResourceChange]:
     ]
 
 
-def _job_changes() -> list[ResourceChange]:
+def _job_changes() -> list[AnyChange]:
     j = Kind.JOB
     return [
-        ResourceChange(
+        change_of(
             address=job_address("eu-to-cloud"),
             kind=j,
             action=Action.CREATE,
             after=job_after("eu-to-cloud", "deploy", NEW_JOB_DIGEST),
             reason="new flow eu -> cloud",
         ),
-        ResourceChange(
+        change_of(
             address=job_address(FLOW),
             kind=j,
             action=Action.REPLACE,
@@ -281,7 +281,7 @@ def _job_changes() -> list[ResourceChange]:
                 "job running, restarts where it stopped"
             ),
         ),
-        ResourceChange(
+        change_of(
             address=job_address("us-to-cloud"),
             kind=j,
             action=Action.UPDATE,
@@ -289,7 +289,7 @@ def _job_changes() -> list[ResourceChange]:
             after=job_after("us-to-cloud", "restart", NEW_JOB_DIGEST),
             reason="job is not running: spark-submit exited with code 1",
         ),
-        ResourceChange(
+        change_of(
             address=job_address("old-flow"),
             kind=j,
             action=Action.DELETE,
@@ -299,9 +299,9 @@ def _job_changes() -> list[ResourceChange]:
     ]
 
 
-def _group_offsets_changes() -> list[ResourceChange]:
+def _group_offsets_changes() -> list[AnyChange]:
     return [
-        ResourceChange(
+        change_of(
             address=group_offsets_address("cloud", "billing"),
             kind=Kind.GROUP_OFFSETS,
             action=Action.UPDATE,

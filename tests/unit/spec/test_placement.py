@@ -162,7 +162,7 @@ def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> Non
     )
     out = plan_jobs(desired, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(29))
     (row,) = out.changes
-    assert row.after is not None and row.after["operation"] == "redeploy"
+    assert row.after is not None and row.after.model_dump(mode="json")["operation"] == "redeploy"
     assert "left real-time mode (30 source partitions now but 14 task slots)" in row.reason
     # With more partitions than real-time mode takes, a redeploy would change nothing: no row.
     info = JobInfo("f", True, digest, mode="microbatch", mode_fallback=True)

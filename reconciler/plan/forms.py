@@ -1,0 +1,150 @@
+"""The typed forms of each resource kind: a change's `before` and `after` (`reconciler.plan.definition`, one
+change model per kind as Terraform's `plans.Change`), so the executor, the state store and the renderers read named
+fields, never string keys.
+
+A form is what a resource looks like (as read live at plan time: `before`; as it will be: `after`). Its JSON is
+the plan file's and the state topic's record of the resource: fields that are not set are left out, so a plan
+written by this version reads as the previous one did, plus `format_version` 2.
+
+Pure values. Must not: import a client, an adapter or the executor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+
+class Form(BaseModel):
+    """A resource's form: frozen, no unknown fields; a field left unset (None, not given) is left out of its JSON."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        given = self.model_fields_set
+        return {k: v for k, v in data.items() if v is not None or k in given}
+
+
+# -- topics -------------------------------------------------------------------------------------------------------
+class TopicSource(Form):
+    """Where a remote topic's records come from: the executor stops that flow's job before deleting the topic."""
+
+    cluster: str
+    topic: str
+    flow: str
+
+
+class TopicForm(Form):
+    cluster: str
+    name: str
+    partitions: int
+    replication_factor: int
+    #: The whole explicit config set the topic has (or will have): the executor derives SET/DELETE from the diff.
+    configs: dict[str, str] = Field(default_factory=dict)
+    source: TopicSource | None = None
+
+
+# -- ACLs ---------------------------------------------------------------------------------------------------------
+class AclGrant(Form):
+    host: str
+    permission: Literal["ALLOW", "DENY"]
+
+
+class AclForm(Form):
+    cluster: str
+    principal: str
+    operation: str
+    topic: str
+    pattern_type: str = "LITERAL"
+    entries: tuple[AclGrant, ...] = ()
+    #: The entries kmirror created (a change never touches the others).
+    managed: tuple[AclGrant, ...] | None = None
+
+
+# -- quotas -------------------------------------------------------------------------------------------------------
+class QuotaForm(Form):
+    cluster: str
+    client_id: str
+    flow: str | None = None
+    consumer_byte_rate: float | None = None
+    producer_byte_rate: float | None = None
+
+    def rates(self) -> dict[str, float]:
+        """The quota names kmirror sets on this client id, with their values."""
+        return {
+            name: value
+            for name, value in (
+                ("consumer_byte_rate", self.consumer_byte_rate),
+                ("producer_byte_rate", self.producer_byte_rate),
+            )
+            if value is not None
+        }
+
+
+# -- jobs ---------------------------------------------------------------------------------------------------------
+class EosGroup(Form):
+    """The exactly-once group a removed flow's job may have committed its source positions to."""
+
+    cluster: str
+    group: str
+    exactly_once: bool
+
+
+class JobObserved(Form):
+    """A job as its runner reported it at plan time (a job change's `before`)."""
+
+    running: bool | None = None
+    spec_digest: str | None = None
+    #: On a stop: the flow was removed from the file (not only disabled), so its checkpoint is forgotten.
+    removed: bool | None = None
+    eos_group: EosGroup | None = None
+
+
+JobOperation = Literal["deploy", "redeploy", "move", "restart"]
+
+
+class JobForm(Form):
+    flow: str
+    operation: JobOperation
+    runner: str
+    spec_digest: str
+    #: The flow's effective spec, as `reconciler.jobcontract.spec.JobSpec` hands it to the job (its JSON edge).
+    spec: dict[str, Any]
+    moved_from: str | None = None
+
+    @property
+    def clusters(self) -> set[str] | None:
+        """The source and target cluster of the flow (None when the spec does not say)."""
+        flow = self.spec.get("flow")
+        if isinstance(flow, dict) and isinstance(flow.get("source"), str) and isinstance(flow.get("target"), str):
+            return {flow["source"], flow["target"]}
+        return None
+
+
+# -- group offsets ------------------------------------------------------------------------------------------------
+class OffsetRow(Form):
+    """One partition's offset: on the target (`topic`, `partition`), translated from the source's commit."""
+
+    topic: str
+    partition: int
+    source_topic: str | None = None
+    source_offset: int | None = None
+    target_offset: int | None = None
+    current_offset: int | None = None
+    metadata: str | None = None
+    translation: str | None = None
+    conservative_offset: int | None = None
+    why: str | None = None
+
+
+class GroupOffsetsForm(Form):
+    cluster: str
+    group: str
+    #: The flow whose job's offset-syncs translated the group (its job change goes first), and its source cluster.
+    flow: str | None = None
+    source_cluster: str | None = None
+    translation: str | None = None
+    partitions: tuple[OffsetRow, ...] = ()
