@@ -33,7 +33,7 @@ from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, job_address, job_flow
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
-from reconciler.spec.models import DesiredState, FlowSpec
+from reconciler.spec.models import Delivery, DesiredState, FlowSpec
 from reconciler.spec.placement import Placement, choose_placement
 from reconciler.spec.start import describe_start, is_time
 
@@ -235,7 +235,7 @@ def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, 
     if not isinstance(target, str) or target not in desired.clusters:
         return None
     eos_flow = eos_flow_for(name, (last or {}).get("deployment"))
-    exactly_once = (flow.get("replication") or {}).get("delivery") == "exactly_once"
+    exactly_once = (flow.get("replication") or {}).get("delivery") == Delivery.EXACTLY_ONCE
     return EosGroup(cluster=target, group=eos_group(desired.state.topic, eos_flow), exactly_once=exactly_once)
 
 
@@ -244,10 +244,10 @@ def delivery_change(before_spec: Any, delivery: str) -> str | None:
     if not isinstance(before_spec, dict):
         return None
     replication = (before_spec.get("flow") or {}).get("replication") or {}
-    old = replication.get("delivery", "at_least_once")
+    old = replication.get("delivery", Delivery.AT_LEAST_ONCE)
     if old == delivery:
         return None
-    if delivery == "exactly_once":
+    if delivery == Delivery.EXACTLY_ONCE:
         return (
             f"delivery {old} -> {delivery}: the job restarts from its checkpoint; from then on records are written "
             "in transactions and its source positions are committed on the target (group kmirror-eos.*), so a "

@@ -612,7 +612,7 @@ class ReplicationJob:
             log.info(
                 "%s: finishing the batch in flight", "stop requested" if self._stopping.is_set() else "mode change"
             )
-            if self.flow.replication.delivery == "exactly_once":
+            if self.flow.replication.exactly_once:
                 pass  # what a stopped batch sent is aborted or skipped on the next start: nothing to wait for
             elif self.mode == "realtime":
                 self._await_next_batch(query)
@@ -772,7 +772,7 @@ class ReplicationJob:
         """Real-time mode in local mode: counts, ages and latencies come from the interceptors (per record, as
         acknowledged) rather than from Spark's progress, which arrives once per checkpoint interval. Not with
         exactly-once delivery: its transactional producers have no interceptor, so Spark's progress counts."""
-        if self.flow.replication.delivery == "exactly_once":
+        if self.flow.replication.exactly_once:
             return False
         return self.mode == "realtime" and str(self._spark.sparkContext.master).startswith("local")
 
@@ -826,7 +826,7 @@ class ReplicationJob:
 
     def _fenced_writers(self) -> int | None:
         """Times another writer fenced this job's exactly-once writers (local mode); None if unknown."""
-        if self.flow.replication.delivery != "exactly_once":
+        if not self.flow.replication.exactly_once:
             return None
         try:
             classes = self._local_classes()
@@ -937,7 +937,7 @@ class ReplicationJob:
         source_format = "kafka"
         # In real-time mode the reader hands each row's source position to the interceptor on the task's thread
         # (SourcePosition): no header to build, write, convert and strip per record. Exactly-once needs neither.
-        positions = self.mode == "realtime" and flow.replication.delivery != "exactly_once"
+        positions = self.mode == "realtime" and not flow.replication.exactly_once
         if self.mode == "realtime":
             tasks = self.placement.tasks if self.placement is not None else None
             source_format, source["kmirror.tasks"] = GROUPED_SOURCE, str(tasks or 0)
@@ -945,7 +945,7 @@ class ReplicationJob:
         stream = spark.readStream.format(source_format).options(**source).load()
         if not self._acknowledged_metrics():  # else the interceptors count: no aggregate per record needed
             stream = stream.observe(OBSERVATION, *(_expr(c) for c in observed_columns()))
-        if flow.replication.delivery == "exactly_once":
+        if flow.replication.exactly_once:
             return self._start_exactly_once(spark, stream)
         writer = (
             stream.selectExpr(*sink_projection(flow, source_header=not positions))

@@ -16,6 +16,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -264,6 +265,14 @@ class SyncSpec(SpecModel):
     )
 
 
+class Delivery(StrEnum):
+    """A flow's delivery guarantee: the values of `replication.delivery`, for code that reads a recorded spec
+    (`ReplicationSpec.exactly_once` answers for a loaded one)."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
+
+
 class ReplicationSpec(SpecModel):
     """How records are copied."""
 
@@ -282,7 +291,7 @@ class ReplicationSpec(SpecModel):
         description="Mirror into target topics that already exist but were not created by kmirror (migrations "
         "onto pre-created topics). Off: such a topic is a plan-time error.",
     )
-    delivery: Literal["at_least_once", "exactly_once"] = Field(
+    delivery: Literal["at_least_once", "exactly_once"] = Field(  # the values of `Delivery`, inline in the schema
         default="at_least_once",
         description="at_least_once: after a crash some records are written again (duplicates, never losses). "
         "exactly_once: records are written in Kafka transactions with the source position committed to the target "
@@ -298,6 +307,10 @@ class ReplicationSpec(SpecModel):
         "planned as `quota/<cluster>/<client-id>`. Changing its value only alters the quotas; setting or removing "
         "it also redeploys the job once (from its checkpoint), so that its clients take or drop those ids.",
     )
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == Delivery.EXACTLY_ONCE.value
 
 
 OLD_SYNCS_LOCATION = "offset_syncs_location"

@@ -258,7 +258,7 @@ def verify(
             "verify started): the flow is copying; run verify again once it has caught up to check them"
         )
     duplicated = report.total("duplicated")
-    if duplicated and flow.replication.delivery == "at_least_once":
+    if duplicated and not flow.replication.exactly_once:
         report.notes.append(
             f"{duplicated} record(s) written twice: expected of an at-least-once flow after a job restart or a "
             "retried write (consumers on the target read them twice); replication.delivery exactly_once avoids them"
