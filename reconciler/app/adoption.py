@@ -122,7 +122,7 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
             "or set `replication.adopt_existing: true` on the flow and let `kmirror apply` align it."
         )
     notes = tuple(str(w) for w in mine if w not in refusing)
-    return Adoption(address, Kind.TOPIC, dict(after), notes)
+    return Adoption(address, Kind.TOPIC, after.model_dump(mode="json"), notes)
 
 
 def _adopt_acl(

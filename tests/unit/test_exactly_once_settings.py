@@ -14,7 +14,7 @@ from reconciler.errors import KmirrorError
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.plan.definition import Action
 from reconciler.replication import exactly_once
-from reconciler.replication.job import sink_options
+from reconciler.replication.query import sink_options
 from reconciler.spec.loader import load_text
 from tests.unit.plan.builders import by_address, desired, live, owned, plan, running, topic
 

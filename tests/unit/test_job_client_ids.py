@@ -10,7 +10,7 @@ import pytest
 from reconciler.core.policy.client_ids import job_client_id
 from reconciler.plan.quotas import flow_quotas
 from reconciler.replication import exactly_once
-from reconciler.replication.job import sink_options, source_options
+from reconciler.replication.query import sink_options, source_options
 from reconciler.spec.loader import load_text
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,8 @@ import pytest
 
 from reconciler.jobcontract.layout import CheckpointRoot, checkpoint_root_problem, local_job_folder
 from reconciler.jobcontract.spec import JobSpec, next_generation
-from reconciler.replication.job import resume_offsets
 from reconciler.replication.metrics import ReplicationMetrics
+from reconciler.replication.query import resume_offsets
 from reconciler.runners.common import checkpoint_for, checkpoint_missing
 from reconciler.spec.loader import load_text
 

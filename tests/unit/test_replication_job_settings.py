@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from reconciler.errors import KmirrorError
-from reconciler.replication.job import (
-    JobSettingError,
-    job_mode,
-    restart_delays,
-    sink_options,
-    source_options,
-)
+from reconciler.replication.query import sink_options, source_options
+from reconciler.replication.settings import JobSettingError, job_mode, restart_delays
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.loader import load_text
 

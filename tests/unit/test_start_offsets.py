@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from reconciler.replication.job import resume_offsets, source_options
+from reconciler.replication.query import resume_offsets, source_options
 from reconciler.replication.start_offsets import starting_offsets_at
 from reconciler.spec.loader import load_text
 

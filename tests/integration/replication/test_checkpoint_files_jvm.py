@@ -19,7 +19,7 @@ from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 from py4j.protocol import Py4JJavaError
 
 from reconciler.artifacts import interceptor_jar
-from reconciler.replication.job import CHECKPOINT_FILE_MANAGER, LOCAL_CHECKPOINT_FILE_MANAGER
+from reconciler.replication.settings import CHECKPOINT_FILE_MANAGER, LOCAL_CHECKPOINT_FILE_MANAGER
 
 pytestmark = [pytest.mark.integration]
 
