@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -36,6 +35,7 @@ from reconciler.core.offsets.exact import (
     still_copying,
     unknown,
 )
+from reconciler.spec.client_config import ClientConfig
 
 __all__ = ["EXACT_MARGIN", "Range", "RangeRead", "RangeReader", "translate_exactly"]
 
@@ -73,7 +73,7 @@ def _record(msg: Message) -> Record:
 class RangeReader:
     """A read_committed consumer reading bounded runs of records, of many partitions at once."""
 
-    def __init__(self, config: Mapping[str, Any], *, timeout: float = 30.0) -> None:
+    def __init__(self, config: ClientConfig, *, timeout: float = 30.0) -> None:
         self.timeout = timeout
         self._consumer = Consumer(
             {
@@ -153,8 +153,8 @@ def translate_exactly(
     syncs: SyncLookup,
     *,
     remote_topic: Callable[[str], str],
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     offset_lag_max: int,
     timeout: float = 30.0,
     lag: Mapping[tuple[str, int], int] | None = None,

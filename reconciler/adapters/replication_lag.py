@@ -14,13 +14,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
 from reconciler.core.mm2.wire import TopicPartition as Tp
 from reconciler.core.offsets.checkpoints import Translator
 from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.spec.client_config import ClientConfig
 from reconciler.spec.models import DesiredState, FlowSpec
 
 __all__ = ["replication_lag"]
@@ -64,7 +64,7 @@ def replication_lag(
 
 
 def _committed_records_after(
-    config: Mapping[str, Any],
+    config: ClientConfig,
     starts: Mapping[tuple[str, int], int],
     ends: Mapping[tuple[str, int], int],
     timeout: float,

@@ -57,6 +57,7 @@ from reconciler.errors import ClusterUnreachableError, KmirrorError
 from reconciler.kafka_clients import client_quotas
 from reconciler.kafka_clients.client_quotas import ClientQuotaError, CommandFactory
 from reconciler.live.model import AclEntry, GroupInfo
+from reconciler.spec.client_config import ClientConfig
 
 T = TypeVar("T")
 
@@ -108,7 +109,7 @@ class KafkaAdmin:
     def __init__(
         self,
         cluster: str,
-        config: Mapping[str, Any],
+        config: ClientConfig,
         timeout: float = 30.0,
         *,
         java_properties: Callable[[], Mapping[str, str]] | None = None,
@@ -510,7 +511,7 @@ class KafkaAdmin:
 _PLAIN_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id"})
 
 
-def _plain_java_properties(cluster: str, config: Mapping[str, Any]) -> Callable[[], Mapping[str, str]]:
+def _plain_java_properties(cluster: str, config: ClientConfig) -> Callable[[], Mapping[str, str]]:
     """Java client properties taken from a librdkafka `config` when it holds nothing to translate (no TLS, no SASL)."""
 
     def properties() -> Mapping[str, str]:

@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from reconciler.core.offsets.checkpoints import checkpoints_from, offsets_to_sync, translate_group
 from reconciler.core.offsets.readiness import FailoverReadiness, failover_readiness
@@ -30,6 +29,7 @@ from reconciler.core.topic_rules import COMPACT
 from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.kafka_clients.offset_syncs import CheckpointWriter, OffsetSyncReader, read_checkpoints
+from reconciler.spec.client_config import ClientConfig
 from reconciler.spec.models import FlowSpec
 
 log = logging.getLogger("kmirror.checkpoints")
@@ -61,8 +61,8 @@ class Checkpointer:
     def __init__(
         self,
         flow: FlowSpec,
-        source_config: Mapping[str, Any],
-        target_config: Mapping[str, Any],
+        source_config: ClientConfig,
+        target_config: ClientConfig,
         *,
         timeout: float = 30.0,
         sync_group_offsets: bool | None = None,
@@ -190,8 +190,8 @@ class Checkpointer:
 
 def checkpoint_once(
     flow: FlowSpec,
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     *,
     sync_group_offsets: bool | None = None,
     timeout: float = 30.0,
@@ -207,8 +207,8 @@ def checkpoint_once(
 
 def run_checkpointer(
     flow: FlowSpec,
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     stop_event: threading.Event,
     *,
     on_cycle: Callable[[CycleReport], None] | None = None,
@@ -247,8 +247,8 @@ def run_checkpointer(
 
 def start_checkpointer_thread(
     flow: FlowSpec,
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     stop_event: threading.Event,
     on_cycle: Callable[[CycleReport], None] | None = None,
 ) -> threading.Thread | None:

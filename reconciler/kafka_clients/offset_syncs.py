@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from reconciler.core.offsets.checkpoints import CheckpointStore
 from reconciler.core.offsets.history import SyncHistory
 from reconciler.core.offsets.translation import OffsetSyncStore
 from reconciler.errors import ClusterUnreachableError, WireFormatError
+from reconciler.spec.client_config import ClientConfig
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class RawRecord:
 class InternalTopicReader:
     """Reads partition 0 of `topic` incrementally; `read_to_end()` returns the records it had not returned."""
 
-    def __init__(self, config: Mapping[str, Any], topic: str, *, timeout: float = 30.0, cluster: str = "") -> None:
+    def __init__(self, config: ClientConfig, topic: str, *, timeout: float = 30.0, cluster: str = "") -> None:
         self.topic = topic
         self.timeout = timeout
         self.cluster = cluster or str(config.get("bootstrap.servers", "?"))
@@ -113,7 +114,7 @@ class OffsetSyncReader:
 
     def __init__(
         self,
-        config: Mapping[str, Any],
+        config: ClientConfig,
         topic: str,
         *,
         initialization_must_read_to_end: bool = True,
@@ -150,7 +151,7 @@ class OffsetSyncReader:
         self._reader.close()
 
 
-def read_offset_syncs(config: Mapping[str, Any], topic: str, *, timeout: float = 30.0) -> SyncHistory | None:
+def read_offset_syncs(config: ClientConfig, topic: str, *, timeout: float = 30.0) -> SyncHistory | None:
     """The whole offset-syncs topic in a store (MM2's startup read); None when the topic does not exist."""
     reader = OffsetSyncReader(config, topic, initialization_must_read_to_end=False, timeout=timeout)
     try:
@@ -167,7 +168,7 @@ class StoredCheckpoint:
 
 
 def read_checkpoints(
-    config: Mapping[str, Any], topic: str, *, timeout: float = 30.0
+    config: ClientConfig, topic: str, *, timeout: float = 30.0
 ) -> tuple[CheckpointStore, dict[tuple[str, str, int], StoredCheckpoint], bool]:
     """The latest checkpoint per (group, topic, partition) of a checkpoints topic, with record timestamps.
 
@@ -198,7 +199,7 @@ def read_checkpoints(
 class CheckpointWriter:
     """Produces checkpoints (MM2's wire format) into the checkpoints topic; `write` returns once delivered."""
 
-    def __init__(self, config: Mapping[str, Any], topic: str, *, client_id: str = "kmirror-checkpoints") -> None:
+    def __init__(self, config: ClientConfig, topic: str, *, client_id: str = "kmirror-checkpoints") -> None:
         self.topic = topic
         self._producer = Producer({**_PRODUCER, **config, "client.id": client_id, "log_level": 0})
         self._errors: list[str] = []

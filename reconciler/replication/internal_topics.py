@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import Producer
@@ -25,6 +25,7 @@ from reconciler.core.mm2.wire import Heartbeat
 from reconciler.core.topic_rules import COMPACT, durable_configs, internal_replication_factor
 from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin
+from reconciler.spec.client_config import ClientConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,14 @@ def ensure_internal_topics(admin: KafkaAdmin, names: Iterable[str]) -> None:
         time.sleep(0.2)
 
 
-def _producer(config: Mapping[str, Any], client_id: str) -> Any:
+def _producer(config: ClientConfig, client_id: str) -> Any:
     return Producer({**_PRODUCER_DEFAULTS, **config, "client.id": client_id})
 
 
 class Heartbeater(threading.Thread):
     """Produces a heartbeat every `interval` seconds until `stop()`."""
 
-    def __init__(self, config: Mapping[str, Any], topic: str, source: str, target: str, interval: float) -> None:
+    def __init__(self, config: ClientConfig, topic: str, source: str, target: str, interval: float) -> None:
         super().__init__(name="kmirror-heartbeats", daemon=True)
         self.topic = topic
         self.source = source

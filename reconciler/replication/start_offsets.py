@@ -21,6 +21,8 @@ from typing import Any
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from reconciler.spec.client_config import ClientConfig
+
 Partition = tuple[str, int]
 #: Spark's code for "the partition's end at the query's start" in `startingOffsets`.
 SPARK_LATEST = -1
@@ -42,7 +44,7 @@ def starting_offsets_at(
 
 
 def look_up(
-    client_config: Mapping[str, Any], partitions: Mapping[str, int], time_ms: int, timeout: float = 30.0
+    client_config: ClientConfig, partitions: Mapping[str, int], time_ms: int, timeout: float = 30.0
 ) -> tuple[dict[Partition, int], dict[Partition, int]]:
     """Ask the source for each partition's first offset at or after `time_ms`, and the end offsets of the
     partitions that have none: two batched ListOffsets requests, read_committed."""

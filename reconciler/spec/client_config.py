@@ -52,6 +52,9 @@ from reconciler.spec.redaction import remember
 from reconciler.spec.secrets import MAX_SECRET_FILE_BYTES, SecretRef, outside_allowed_roots, resolve_properties
 
 Resolved = dict[str, str | int | float | bool]
+#: A librdkafka configuration as confluent-kafka takes it: property values, references resolved (in memory only),
+#: and with AWS_MSK_IAM an `oauth_cb` that returns (token, expiry in seconds).
+ClientConfig = dict[str, str | int | float | bool | Callable[[str], tuple[str, float]]]
 
 _JAAS_FIELD = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_HEAD = re.compile(r"^\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b")
@@ -203,7 +206,7 @@ def kafka_client_config(
     base_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, str | int | float | bool] | None = None,
-) -> dict[str, Any]:
+) -> ClientConfig:
     """The librdkafka configuration: `{"bootstrap.servers": ..., **client}` translated, references resolved.
 
     Raises `SecretResolutionError` naming each `clusters.<alias>.client.<key>` that could not be resolved.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, field_validator, model_validator
 
@@ -39,6 +39,9 @@ from reconciler.spec.durations import Duration
 from reconciler.spec.intervals import interval_seconds, trigger_interval
 from reconciler.spec.secrets import ConfigValue
 from reconciler.spec.start import StartFrom
+
+if TYPE_CHECKING:
+    from reconciler.spec.client_config import ClientConfig
 
 TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
@@ -544,7 +547,7 @@ class DesiredState(SpecModel):
 
         return spec_digest(self)
 
-    def client_config(self, cluster: str) -> dict[str, str | int | float | bool]:
+    def client_config(self, cluster: str) -> ClientConfig:
         from reconciler.spec.client_config import kafka_client_config
 
         return kafka_client_config(self.clusters[cluster], alias=cluster, base_dir=self.base_dir)

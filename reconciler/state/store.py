@@ -23,6 +23,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Kaf
 from reconciler.core.topic_rules import durable_configs, internal_replication_factor
 from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin, unreachable
+from reconciler.spec.client_config import ClientConfig
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
     LEASE,
@@ -59,7 +60,7 @@ def whoami() -> dict[str, Any]:
 
 
 class StateStore:
-    def __init__(self, cluster: str, config: Mapping[str, Any], topic: str, timeout: float = 30.0) -> None:
+    def __init__(self, cluster: str, config: ClientConfig, topic: str, timeout: float = 30.0) -> None:
         self.cluster = cluster
         self.topic = topic
         self.timeout = timeout

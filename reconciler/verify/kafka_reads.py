@@ -16,14 +16,14 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Generator, Iterator, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from reconciler.adapters.record_ranges import Range, RangeReader
 from reconciler.core.offsets.exact import Record
 from reconciler.errors import ClusterUnreachableError, KmirrorError
+from reconciler.spec.client_config import ClientConfig
 
 __all__ = ["CHUNK", "RateLimiter", "ReadError", "offsets_for_time", "reader", "records"]
 
@@ -32,7 +32,11 @@ CHUNK = 20_000
 
 #: librdkafka's prefetch per partition, kept near one chunk (the default, 64 MB, would fetch far past a chunk's
 #: end and throw it away at the next assign).
-_PREFETCH = {"queued.max.messages.kbytes": 16384, "queued.min.messages": CHUNK, "auto.offset.reset": "earliest"}
+_PREFETCH: ClientConfig = {
+    "queued.max.messages.kbytes": 16384,
+    "queued.min.messages": CHUNK,
+    "auto.offset.reset": "earliest",
+}
 
 
 class ReadError(KmirrorError):
@@ -60,7 +64,7 @@ class RateLimiter:
             time.sleep(wait)
 
 
-def reader(config: Mapping[str, Any], *, timeout: float) -> RangeReader:
+def reader(config: ClientConfig, *, timeout: float) -> RangeReader:
     """A group-less read_committed reader of `config`'s cluster, its prefetch sized for chunked scans."""
     return RangeReader({**_PREFETCH, **config}, timeout=timeout)
 
@@ -136,7 +140,7 @@ def records(
 
 
 def offsets_for_time(
-    config: Mapping[str, Any], partitions: Sequence[tuple[str, int]], timestamp_ms: int, *, timeout: float
+    config: ClientConfig, partitions: Sequence[tuple[str, int]], timestamp_ms: int, *, timeout: float
 ) -> dict[tuple[str, int], int | None]:
     """Per partition, the first offset whose timestamp is at or after `timestamp_ms` (None: no such record)."""
     if not partitions:

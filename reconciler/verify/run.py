@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from reconciler.adapters.record_ranges import RangeReader
 from reconciler.core.mm2.wire import TopicPartition
 from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.kafka_clients.offset_syncs import read_offset_syncs
+from reconciler.spec.client_config import ClientConfig
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.verify.compare import (
     IN_FLIGHT,
@@ -112,8 +113,8 @@ def scan_partition(
 
 def scan_here(
     tasks: Sequence[PartitionTask],
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     max_records_per_second: int | None,
     timeout: float,
 ) -> list[PartitionTally]:

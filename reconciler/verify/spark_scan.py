@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from reconciler.spec.client_config import ClientConfig
 from reconciler.verify.compare import PartitionTally
 from reconciler.verify.kafka_reads import RateLimiter, reader
 from reconciler.verify.run import PartitionTask, scan_partition
@@ -27,8 +27,8 @@ __all__ = ["scan_on_spark"]
 
 def _scan_task(
     item: tuple[int, PartitionTask],
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     rate: int | None,
     timeout: float,
 ) -> tuple[int, PartitionTally]:
@@ -44,8 +44,8 @@ def _scan_task(
 
 def scan_on_spark(
     tasks: Sequence[PartitionTask],
-    source_config: Mapping[str, Any],
-    target_config: Mapping[str, Any],
+    source_config: ClientConfig,
+    target_config: ClientConfig,
     *,
     master: str,
     conf: Mapping[str, str],
