@@ -89,14 +89,27 @@ def desired_remote_topics(desired: DesiredState, live: LiveState) -> tuple[list[
                         topic_address(flow.target, remote),
                         f"two sources would write this remote topic: "
                         f"{other.source_cluster}:{other.source_topic} (flow {other.flow}) and "
-                        f"{flow.source}:{source_topic} (flow {flow.name}). Use prefix naming for one of the flows, "
-                        "or exclude one of the topics.",
+                        f"{flow.source}:{source_topic} (flow {flow.name}). {_overlap_advice(other, flow)}",
                     )
                 )
                 continue
             owner[(flow.target, remote)] = rt
             topics.append(rt)
     return topics, errors
+
+
+def _overlap_advice(other: RemoteTopic, flow: FlowSpec) -> str:
+    """What resolves two flows writing one remote topic: a naming that tells the sources apart only helps when the
+    sources are different clusters; the same source topic in two flows needs one flow to leave it out."""
+    if other.source_cluster == flow.source and other.source_topic:
+        return (
+            f"Both flows replicate it from '{flow.source}': leave it out of one of them "
+            f"(`topics.exclude: ['{other.source_topic}']` on flow {flow.name} or flow {other.flow})."
+        )
+    return (
+        "Name one flow's remote topics after their source cluster (`naming: {policy: prefix}`, or a template with "
+        "{source}), or leave the topic out of one of the flows (`topics.exclude`)."
+    )
 
 
 def plan_remote_topics(desired: DesiredState, live: LiveState, recorded: RecordedState) -> TopicPlan:

@@ -507,6 +507,23 @@ class DesiredState(SpecModel):
 
     _source_path: Path | None = PrivateAttr(default=None)
 
+    @field_validator("flows")
+    @classmethod
+    def _one_heartbeats_flow_per_pair(cls, flows: tuple[FlowSpec, ...]) -> tuple[FlowSpec, ...]:
+        """MM2 emits and mirrors a cluster pair's heartbeats once, whatever flows the pair is split into: here the
+        first enabled flow of a (source, target) pair, by name, with heartbeats on does it for the pair, and the
+        pair's other flows run with heartbeats off (as if set so), so six flows of one pair need no hand-tuning."""
+        owners: dict[tuple[str, str], str] = {}
+        for flow in sorted(flows, key=lambda f: f.name):
+            if flow.enabled and flow.heartbeats.enabled:
+                owners.setdefault((flow.source, flow.target), flow.name)
+        return tuple(
+            flow
+            if not flow.heartbeats.enabled or owners.get((flow.source, flow.target), flow.name) == flow.name
+            else flow.model_copy(update={"heartbeats": flow.heartbeats.model_copy(update={"enabled": False})})
+            for flow in flows
+        )
+
     @property
     def source_path(self) -> Path | None:
         """The file this state was loaded from, if any (relative `${file:..}` paths resolve against its folder)."""
