@@ -47,7 +47,13 @@ def dev() -> None:
     show_default=True,
     help="Brokers per cluster (one KRaft quorum of N voters each); `up` again restarts any stopped broker.",
 )
-def up(root: Path | None, authorizer: bool, tls: bool, brokers: int) -> None:
+@click.option(
+    "--schema-registry",
+    is_flag=True,
+    help="Also start one schema registry per cluster (Apicurio Registry, Confluent API; built with Maven once); "
+    "`dev status --format json` names each one's url.",
+)
+def up(root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_registry: bool) -> None:
     """Start both clusters (a no-op for one that already runs).
 
     \b
@@ -62,6 +68,8 @@ def up(root: Path | None, authorizer: bool, tls: bool, brokers: int) -> None:
         if tls:
             raise click.UsageError("--tls is for single-broker clusters for now; leave out --brokers or --tls")
         _up_brokers(root, brokers if brokers > 1 else existing, BrokerOptions(authorizer=authorizer))
+        if schema_registry:
+            _up_registries(root)
         click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
         return
     material = kafka_local.ensure_tls_material(root / "tls") if tls else None
@@ -73,6 +81,8 @@ def up(root: Path | None, authorizer: bool, tls: bool, brokers: int) -> None:
                 f"{'':<7} TLS (client certificate required) on {c.tls_bootstrap_servers}; "
                 "`kmirror dev status --format json` names the CA and client PEM files"
             )
+    if schema_registry:
+        _up_registries(root)
     click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
 
 
@@ -82,8 +92,17 @@ def _up_brokers(root: Path, brokers: int, options: BrokerOptions) -> None:
         click.echo(f"{name:<7} Kafka {records[0].version:<6} {bootstrap}  ({len(records)} brokers)")
 
 
+def _up_registries(root: Path) -> None:
+    from reconciler.devenv import schema_registry as registries
+
+    for d in dev_clusters.DEV_CLUSTERS:
+        registry = registries.start(d.name, root / d.name)
+        click.echo(f"{d.name:<7} schema registry (Apicurio {registries.APICURIO_VERSION}) {registry.url}")
+
+
 @dev.command()
-def fetch() -> None:
+@click.option("--schema-registry", is_flag=True, help="Also build the dev schema registry (Maven, ~210 MB once).")
+def fetch(schema_registry: bool) -> None:
     """Fetch every jar kmirror runs (both Kafka versions, the Spark Kafka connector) into the cache, and record
     the class archive local jobs' drivers start from (Java's AppCDS: Spark's classes, parsed and verified once);
     archives recorded for a pyspark install or JDK that is gone or changed are deleted.
@@ -111,6 +130,10 @@ def fetch() -> None:
     click.echo(f"Spark driver class archive (local jobs start 3-4 s sooner): {archive}")
     for gone in prune_archives(archive):
         click.echo(f"deleted {gone.name}: recorded for a pyspark install or JDK that is gone or changed")
+    if schema_registry:
+        from reconciler.devenv import schema_registry as registries
+
+        click.echo(f"schema registry (Apicurio {registries.APICURIO_VERSION}): {registries.ensure_built()}")
 
 
 @dev.command()
@@ -146,6 +169,11 @@ def down(root: Path | None) -> None:
         if info.running:
             runner.stop(flow)
             click.echo(f"stopped the replication job of flow {flow}")
+    from reconciler.devenv import schema_registry as registries
+
+    for d in dev_clusters.DEV_CLUSTERS:
+        if registries.stop(root / d.name):
+            click.echo(f"stopped the schema registry of {d.name}")
     stopped = dev_clusters.down(root)
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
 
@@ -174,6 +202,7 @@ def status(root: Path | None, fmt: str) -> None:
             }
         }
         _add_tls(doc, (root or dev_clusters.dev_root()).resolve())
+        _add_registries(doc, (root or dev_clusters.dev_root()).resolve())
         click.echo(json.dumps(doc, indent=2))
         return
     for s in statuses:
@@ -188,3 +217,13 @@ def _add_tls(doc: dict[str, dict[str, dict[str, object]]], root: Path) -> None:
         tls = kafka_local.tls_status(record) if record else None
         if tls:
             entry["tls"] = tls
+
+
+def _add_registries(doc: dict[str, dict[str, dict[str, object]]], root: Path) -> None:
+    """Per cluster started with `--schema-registry`: `"schema_registry": {"url", "running"}`."""
+    from reconciler.devenv import schema_registry as registries
+
+    for name, entry in doc["clusters"].items():
+        registry = registries.status(root / name)
+        if registry:
+            entry["schema_registry"] = registry
