@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from reconciler.adapters.group_offsets import write_group_offsets
+from reconciler.adapters.schema_registry import apply_schema_change
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import (
@@ -38,6 +39,7 @@ from reconciler.plan.definition import (
     JobChange,
     Plan,
     QuotaChange,
+    SchemaChange,
     TopicChange,
     config_ops,
 )
@@ -193,8 +195,11 @@ class Executor:
         progress: Callable[[ChangeOutcome, int, int], None] | None = None,
         guard: Callable[[], None] | None = None,
         retry_delays: Sequence[float] = RETRY_DELAYS,
+        registries: Mapping[str, Any] | None = None,
     ) -> None:
         self.admins = admins
+        #: Per cluster, its schema registry's client (`adapters.schema_registry.RegistryClient`), for schema/ rows.
+        self.registries = registries or {}
         self.recorder = recorder
         self.runner = runner
         self.progress = progress
@@ -239,6 +244,7 @@ class Executor:
         self._topics([c for c in topics if c.action != Action.DELETE])
         self._acls([c for c in changes if isinstance(c, AclChange)])
         self._quotas([c for c in changes if isinstance(c, QuotaChange)])
+        self._schemas([c for c in changes if isinstance(c, SchemaChange)])
         self._jobs([c for c in jobs if c.action != Action.DELETE])
         self._topic_deletes([c for c in topics if c.action == Action.DELETE])
         self._group_offsets([c for c in changes if isinstance(c, GroupOffsetsChange)])
@@ -351,6 +357,16 @@ class Executor:
             for c in items:
                 self._done(c, results[c.address])
         self._flush()
+
+    # -- schema subjects --------------------------------------------------------------------------------------
+    def _schemas(self, changes: list[ResourceChange]) -> None:
+        """Register each subject's missing versions (and its compatibility level) on the target's registry, or
+        delete a pruned subject; the source id -> target id map is recorded with the subject."""
+        for c in changes:
+            self._check_lease()
+            outcome, attributes = apply_schema_change(c, self.registries)
+            self._done(c, outcome, attributes)
+            self._flush()
 
     # -- jobs -------------------------------------------------------------------------------------------------
     def _jobs(self, jobs: list[JobChange]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.adapters.group_offsets import EXACT_BUDGET
 from reconciler.adapters.live_reader import admins_for, read_live_state
+from reconciler.adapters.schema_registry import read_registries, registry_clients
 from reconciler.app.executor import ChangeOutcome, Executor, JobRunner
 from reconciler.app.preflight import preflight_warnings
 from reconciler.errors import KmirrorError
@@ -92,6 +93,7 @@ def make_plan(
         recorded = state_store(desired, timeout).read().recorded()
     admins = admins or admins_for(desired, timeout)
     live = read_live_state(desired, recorded, admins=admins, timeout=timeout, exact_budget=exact_budget)
+    live = read_registries(desired, live)
     plan = build_plan(
         desired,
         live,
@@ -206,7 +208,14 @@ def apply(
         if not plan.has_changes or not confirm(plan):
             return ApplyResult(plan, [], snapshot.serial) if not plan.has_changes else None
         session = ApplySession(store, snapshot, plan.plan_id, plan.spec_digest, lock.id)
-        executor = Executor(admins, session, job_runner(desired, snapshot.recorded()), progress, guard=lock.check)
+        executor = Executor(
+            admins,
+            session,
+            job_runner(desired, snapshot.recorded()),
+            progress,
+            guard=lock.check,
+            registries=registry_clients(desired),
+        )
         try:
             outcomes = executor.run(plan)
         except BaseException:

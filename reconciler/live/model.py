@@ -17,6 +17,7 @@ from reconciler.errors import Diagnostic
 if TYPE_CHECKING:
     from reconciler.core.offsets.checkpoints import Translator
     from reconciler.core.offsets.exact import ExactTranslation
+    from reconciler.live.schemas import RegistryState
 
 Permission = Literal["ALLOW", "DENY"]
 
@@ -85,6 +86,9 @@ class LiveState:
     #: Per flow name, each committed source offset's exact or conservative translation and why (the records read
     #: by `reconciler.adapters.group_offsets.with_exact_offsets`). A flow missing here was not read.
     exact_offsets: Mapping[str, tuple[ExactTranslation, ...]] = field(default_factory=dict)
+    #: Per cluster, what its schema registry holds (only clusters a flow with sync.schemas names, and only the
+    #: subjects of its topics). A cluster missing here was not read.
+    schemas: Mapping[str, RegistryState] = field(default_factory=dict)
 
     def cluster(self, name: str) -> ClusterState:
         return self.clusters[name]

@@ -1,7 +1,7 @@
 """build_plan: the one pure function from (DesiredState, LiveState, RecordedState, JobStatus) to a Plan.
 
-Steps run in a fixed order (internal topics, remote topics, ACLs, quotas, jobs, group offsets); every step returns
-changes, warnings and errors, and all errors are reported together as one `PlanError`, so a reviewer sees every
+Steps run in a fixed order (internal topics, remote topics, ACLs, quotas, schemas, jobs, group offsets); every step
+returns changes, warnings and errors, and all errors are reported together as one `PlanError`, so a reviewer sees every
 problem at once. No I/O here: plan id and time come in as arguments.
 """
 
@@ -17,6 +17,7 @@ from reconciler.plan.definition import KIND_ORDER, AnyChange, Plan, StateRef, su
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.plan.jobs import plan_jobs
 from reconciler.plan.quotas import live_quotas, plan_quotas
+from reconciler.plan.schemas import plan_schemas
 from reconciler.plan.topics import TopicPlan, plan_internal_topics, plan_remote_topics
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
@@ -50,6 +51,7 @@ def build_plan(
         plan_remote_topics(desired, live, recorded),
         plan_acls(desired, live, recorded),
         plan_quotas(desired, recorded, live_quotas(live)),
+        plan_schemas(desired, live, recorded),
         plan_jobs(desired, recorded, jobs, live),
         plan_group_offsets(desired, live),
     ]

@@ -48,8 +48,8 @@ class Action(StrEnum):
 
 
 #: The order changes are listed and applied in: topics before ACLs, topics before the job, a flow's quotas (its
-#: throttle) before its job starts, the job before offsets.
-KIND_ORDER = (Kind.INTERNAL_TOPIC, Kind.TOPIC, Kind.ACL, Kind.QUOTA, Kind.JOB, Kind.GROUP_OFFSETS)
+#: throttle) before its job starts, a flow's schema subjects before its job, the job before offsets.
+KIND_ORDER = (Kind.INTERNAL_TOPIC, Kind.TOPIC, Kind.ACL, Kind.QUOTA, Kind.SCHEMA, Kind.JOB, Kind.GROUP_OFFSETS)
 
 
 class _Frozen(BaseModel):

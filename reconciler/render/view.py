@@ -46,6 +46,7 @@ KIND_TITLES = {
     "topic": "Topics",
     "acl": "ACLs",
     "quota": "Client quotas (throttles)",
+    "schema": "Schema registry subjects",
     "job": "Replication jobs",
     "group_offsets": "Consumer group offsets",
 }

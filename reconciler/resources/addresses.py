@@ -5,8 +5,8 @@ splitting the string.
 
 Printed forms: `topic/<cluster>/<topic>`, `internal_topic/<cluster>/<topic>`,
 `acl/<cluster>/<principal>/<operation>/<topic>`, `job/<flow>`, `group_offsets/<cluster>/<group>`,
-`quota/<cluster>/<client-id>`. Cluster aliases, flow names, topic names and operations hold no `/`; a group id,
-a principal or a client id may, so they are parsed as the remainder.
+`quota/<cluster>/<client-id>`, `schema/<cluster>/<subject>`. Cluster aliases, flow names, topic names and operations
+hold no `/`; a group id, a principal, a client id or a subject may, so they are parsed as the remainder.
 
 Must not: import anything of kmirror but `reconciler.errors`.
 """
@@ -26,6 +26,7 @@ class Kind(StrEnum):
     JOB = "job"
     GROUP_OFFSETS = "group_offsets"
     QUOTA = "quota"
+    SCHEMA = "schema"
 
 
 class AddressError(KmirrorError):
@@ -97,7 +98,19 @@ class QuotaAddress:
         return f"{self.kind}/{self.cluster}/{self.client_id}"
 
 
-Address = TopicAddress | InternalTopicAddress | AclAddress | JobAddress | GroupOffsetsAddress | QuotaAddress
+@dataclass(frozen=True)
+class SchemaAddress:
+    cluster: str
+    subject: str
+    kind = Kind.SCHEMA
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.cluster}/{self.subject}"
+
+
+Address = (
+    TopicAddress | InternalTopicAddress | AclAddress | JobAddress | GroupOffsetsAddress | QuotaAddress | SchemaAddress
+)
 
 _FORMS = {
     Kind.TOPIC: "topic/<cluster>/<topic>",
@@ -106,6 +119,7 @@ _FORMS = {
     Kind.JOB: "job/<flow>",
     Kind.GROUP_OFFSETS: "group_offsets/<cluster>/<group>",
     Kind.QUOTA: "quota/<cluster>/<client-id>",
+    Kind.SCHEMA: "schema/<cluster>/<subject>",
 }
 
 
@@ -140,6 +154,8 @@ def _build(kind: Kind, rest: str, parts: list[str]) -> Address | None:
         return GroupOffsetsAddress(cluster, remainder)
     if kind == Kind.QUOTA:
         return QuotaAddress(cluster, remainder)
+    if kind == Kind.SCHEMA:
+        return SchemaAddress(cluster, remainder)
     if len(parts) < 4 or not parts[-1] or not parts[-2]:  # acl: the principal may hold a '/'
         return None
     return AclAddress(cluster, "/".join(parts[1:-2]), parts[-2], parts[-1])
@@ -175,3 +191,7 @@ def group_offsets_address(cluster: str, group: str) -> str:
 
 def quota_address(cluster: str, client_id: str) -> str:
     return str(QuotaAddress(cluster, client_id))
+
+
+def schema_address(cluster: str, subject: str) -> str:
+    return str(SchemaAddress(cluster, subject))

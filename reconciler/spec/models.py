@@ -37,6 +37,7 @@ from reconciler.spec import defaults
 from reconciler.spec.byte_rates import ByteRate
 from reconciler.spec.durations import Duration
 from reconciler.spec.intervals import interval_seconds, trigger_interval
+from reconciler.spec.schema_registry import SchemaRegistrySpec
 from reconciler.spec.secrets import ConfigValue
 from reconciler.spec.start import StartFrom
 
@@ -72,6 +73,9 @@ class ClusterSpec(SpecModel):
         description="Client properties (security.protocol, sasl.mechanism, ...). Secrets as ${env:..}/${file:..}.",
     )
     description: str | None = Field(default=None, description="Free text for people; kmirror ignores it.")
+    schema_registry: SchemaRegistrySpec | None = Field(
+        default=None, description="The registry of this cluster's record schemas (for flows with sync.schemas)."
+    )
 
     @field_validator("bootstrap_servers", mode="before")
     @classmethod
@@ -265,6 +269,15 @@ class SyncSpec(SpecModel):
     )
     config_exclude: RegexList = Field(
         default=defaults.DEFAULT_CONFIG_EXCLUDES, description="Topic configs never copied (MM2's list)."
+    )
+    schemas: bool = Field(
+        default=False,
+        description="Register the replicated topics' key and value schemas (TopicNameStrategy subjects) in the "
+        "target cluster's schema_registry, and translate the schema ids in records written with a Confluent "
+        "serializer. Both clusters need a schema_registry.",
+    )
+    schema_subjects_exclude: RegexList = Field(
+        default=(), description="Source subjects never synced (regexes matching a whole subject name)."
     )
 
 
@@ -489,6 +502,9 @@ class PruneSpec(SpecModel):
 
     topics: bool = Field(default=False, description="Delete remote topics kmirror created whose source is gone.")
     acls: bool = Field(default=False, description="Delete ACLs kmirror created that are no longer wanted.")
+    schemas: bool = Field(
+        default=False, description="Delete target subjects kmirror registered whose source subject is gone."
+    )
     jobs: bool = Field(default=True, description="Stop the job of a flow that was removed or disabled.")
 
 

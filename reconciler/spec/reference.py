@@ -83,6 +83,9 @@ def _object_ref(prop: dict[str, Any]) -> tuple[str, str] | None:
     for value in prop.get("patternProperties", {}).values():
         if "$ref" in value:
             return value["$ref"].rsplit("/", 1)[1], ".<alias>"
+    for option in prop.get("anyOf", []):  # an optional object (`X | None`)
+        if "$ref" in option:
+            return option["$ref"].rsplit("/", 1)[1], ""
     return None
 
 

@@ -21,6 +21,7 @@ from reconciler.spec.client_config import client_problems
 from reconciler.spec.issues import FieldPath, Severity, SpecIssue
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.spec.regex import literal_prefix, literal_text, regex_problems
+from reconciler.spec.schema_registry import registry_problems
 from reconciler.spec.secrets import SecretRef, is_sensitive_key
 from reconciler.spec.yaml_source import Locations
 
@@ -74,6 +75,9 @@ def _check_clusters(state: DesiredState, report: _Report) -> None:
                 at_key=True,
             )
         _check_inline_secrets(cluster.client, path, report)
+        if cluster.schema_registry is not None:
+            for issue in registry_problems(cluster.schema_registry):
+                report.add(("clusters", alias, "schema_registry", *issue.key), issue.message, issue.hint)
         for problem in client_problems(cluster.client, cluster.bootstrap_servers):
             report.add((*path, problem.key), problem.message, problem.hint, at_key=True)
 
@@ -177,6 +181,15 @@ def _check_flows(state: DesiredState, report: _Report) -> None:
         _check_inline_secrets(flow.replication.producer, (*base, "replication", "producer"), report)
         _check_inline_secrets(flow.replication.consumer, (*base, "replication", "consumer"), report)
         _check_transactions(state, flow, base, report)
+        if flow.sync.schemas:
+            for end in ("source", "target"):
+                alias = getattr(flow, end)
+                if alias in state.clusters and state.clusters[alias].schema_registry is None:
+                    report.add(
+                        (*base, "sync", "schemas"),
+                        f"sync.schemas needs the schema registry of the {end} cluster '{alias}'",
+                        f"add clusters.{alias}.schema_registry: {{url: ...}}, or set sync.schemas: false",
+                    )
         if flow.sync.group_offsets and not flow.offsets.emit_checkpoints:
             report.add(
                 (*base, "sync", "group_offsets"),
@@ -207,6 +220,7 @@ def _check_filters(flow: FlowSpec, base: FieldPath, report: _Report) -> None:
         ((*base, "groups", "include"), flow.groups.include),
         ((*base, "groups", "exclude"), flow.groups.exclude),
         ((*base, "sync", "config_exclude"), flow.sync.config_exclude),
+        ((*base, "sync", "schema_subjects_exclude"), flow.sync.schema_subjects_exclude),
     ]
     for path, patterns in lists:
         for i, pattern in enumerate(patterns):
