@@ -233,6 +233,29 @@ def tls_pair(
         yield pair
 
 
+@dataclass(frozen=True)
+class RegistryPair:
+    """Two real schema registries (Apicurio, Confluent API): the source's and the target's urls."""
+
+    source: str
+    target: str
+
+
+@pytest.fixture(scope="session")
+def registry_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryPair]:
+    """A source and a target schema registry, as `kmirror dev up --schema-registry` starts them (built once)."""
+    from reconciler.devenv import schema_registry
+
+    root = tmp_path_factory.mktemp("registries")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        started = list(pool.map(lambda name: schema_registry.start(name, root / name), ("source", "target")))
+    try:
+        yield RegistryPair(started[0].url, started[1].url)
+    finally:
+        for name in ("source", "target"):
+            schema_registry.stop(root / name)
+
+
 @pytest.fixture(scope="session")
 def source(kafka_pair: tuple[KafkaCluster, KafkaCluster]) -> KafkaCluster:
     return kafka_pair[0]

@@ -32,6 +32,7 @@ _SOURCES = (
     "SourcePosition.java",
     "PartitionLeaders.java",
     "SparkWarmup.java",
+    "SchemaIds.java",
 )
 
 

@@ -99,6 +99,7 @@ from reconciler.replication.metrics import ReplicationMetrics
 from reconciler.replication.query import resume_offsets
 from reconciler.replication.query_start import QueryStart
 from reconciler.replication.remote_topics import RemoteTopicKeeper
+from reconciler.replication.schema_ids import schema_id_settings
 from reconciler.replication.settings import (
     LAG_REFRESH_SECONDS,
     MODE,
@@ -171,6 +172,7 @@ class ReplicationJob(QueryStart):
         self._interceptor = interceptor_settings(
             syncs_topic, self._java(syncs_cluster), offset_lag_max=flow.offsets.offset_lag_max
         )
+        self._interceptor.update(schema_id_settings(self.spec, flow))
 
         self.topics = RemoteTopicKeeper(flow, source_admin, target_admin)
         partitions = self.topics.replicated_partitions()

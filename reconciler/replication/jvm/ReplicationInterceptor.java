@@ -99,9 +99,12 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
     private volatile boolean closed;
     private KafkaProducer<byte[], byte[]> producer;
     private PartitionLeaders leaders;
+    /** Translates schema ids (flows with sync.schemas; see SchemaIds); null: records are copied unchanged. */
+    private SchemaIds schemaIds;
 
     @Override
     public void configure(Map<String, ?> configs) {
+        schemaIds = SchemaIds.shared(configs);
         Object id = configs.get("client.id");
         leaders = new PartitionLeaders(configs, (id == null ? "kmirror" : id) + "-leaders");
         Object topic = configs.get(SYNCS_TOPIC);
@@ -133,6 +136,9 @@ public final class ReplicationInterceptor implements ProducerInterceptor<byte[],
 
     @Override
     public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
+        if (schemaIds != null) { // in place: the sizes the acknowledgement is checked against do not change
+            schemaIds.translate(record.topic(), record.key(), record.value());
+        }
         SourcePosition position = SourcePosition.current();
         TopicPartition tp = new TopicPartition(record.topic(), record.partition() == null ? -1 : record.partition());
         Lane lane = lane(tp);

@@ -101,6 +101,8 @@ final class TransactionalLane {
     private final AtomicBoolean committing = new AtomicBoolean();
     private final SourceSyncs sourceSyncs;
     private KafkaProducer<byte[], byte[]> producer;
+    /** Translates schema ids (flows with sync.schemas; see SchemaIds); null: records are copied unchanged. */
+    private SchemaIds schemaIds;
     private volatile boolean dropped;
     private RuntimeException failure;
     /** The source topic's id when the lane started (null: not known; no re-creation check). */
@@ -182,6 +184,7 @@ final class TransactionalLane {
     private void init() {
         Properties props = producerProperties(settings);
         props.put("transactional.id", transactionalId);
+        schemaIds = SchemaIds.shared(props);
         LaneMark before = readMark(false);
         if (before != null && before.generation > generation) {
             throw supersede(before.generation); // before initTransactions: the newer writer is not fenced
@@ -339,6 +342,9 @@ final class TransactionalLane {
                     openedAt = System.currentTimeMillis();
                 }
                 Long ts = timestamp >= 0 ? timestamp : null;
+                if (schemaIds != null) {
+                    schemaIds.translate(remote.topic(), key, value);
+                }
                 Future<RecordMetadata> ack = producer.send(
                         new ProducerRecord<>(remote.topic(), partition, ts, key, value, headers));
                 if (syncsTopic != null) {
