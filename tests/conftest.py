@@ -47,6 +47,7 @@ _LONG_GROUPS = (
     "tests/integration/plan/test_flow_lifecycle.py",  # about 1.5 minutes
     "tests/integration/verify/test_verify.py",  # about 2 minutes (2026-11-27)
     "tests/integration/cli/test_sentinel_environments.py",  # about 1.5 minutes, no broker
+    "tests/integration/replication/test_schema_sync.py",  # about 2 minutes, two schema registries (2026-11-27)
 )
 
 
