@@ -25,11 +25,9 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.errors import Diagnostic, KmirrorError
-from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import LiveState
+from reconciler.live.schema_subjects import flow_subjects, schema_flows
 from reconciler.live.schemas import RegistryState, SchemaReference, SchemaVersion
-from reconciler.plan.definition import Action, ResourceChange
-from reconciler.plan.schemas import flow_subjects, schema_flows, to_register
 from reconciler.spec.models import DesiredState
 from reconciler.spec.schema_registry import RegistryConnection, connection
 
@@ -240,34 +238,3 @@ def read_registries(
                 Diagnostic.warning(None, f"the schema registry of cluster '{cluster}' could not be read: {e}")
             )
     return replace(live, schemas={**live.schemas, **states}, warnings=(*live.warnings, *warnings))
-
-
-def apply_schema_change(
-    change: ResourceChange, registries: Mapping[str, RegistryClient]
-) -> tuple[Outcome, dict[str, Any] | None]:
-    """Execute one `schema/` row: register its missing versions in order (with the source's ids when the target
-    registry takes them), set its compatibility level, or delete the subject; the outcome and the attributes to
-    record (the form with every source id -> target id)."""
-    form = change.after or change.before or {}
-    cluster, subject = str(form.get("cluster")), str(form.get("subject"))
-    client = registries.get(cluster)
-    if client is None:
-        return Outcome(change.address, False, f"cluster '{cluster}' has no schema_registry to write to"), None
-    try:
-        if change.action == Action.DELETE:
-            client.delete_subject(subject)
-            return Outcome(change.address, True, "subject deleted"), None
-        after = dict(change.after or {})
-        ids = dict(after.get("ids", {}))
-        pending = to_register(change)
-        keep_ids = bool(pending) and not client.versions(subject) and client.supports_import()
-        for version in pending:
-            register = client.import_version if keep_ids else client.register
-            ids[str(version.id)] = register(subject, version)
-        if after.get("compatibility"):
-            client.set_compatibility(subject, str(after["compatibility"]))
-    except RegistryError as e:
-        return Outcome(change.address, False, str(e)), None
-    how = "with the source's ids" if keep_ids else "under new ids"
-    message = f"{len(pending)} version(s) registered {how}" if pending else "recorded"
-    return Outcome(change.address, True, message), {**after, "ids": ids}

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from reconciler.adapters.group_offsets import write_group_offsets
-from reconciler.adapters.schema_registry import apply_schema_change
+from reconciler.app.schema_changes import apply_schema_change
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import (

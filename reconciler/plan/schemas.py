@@ -24,38 +24,18 @@ Pure: values in, values out. Must not: read a change's reason, or plan a row fro
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
+from reconciler.live.schema_subjects import flow_subjects, schema_flows
 from reconciler.live.schemas import RegistryState, SchemaVersion
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, schema_address
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState, FlowSpec
-
-SUFFIXES = ("-key", "-value")
-
-
-def schema_flows(desired: DesiredState) -> list[FlowSpec]:
-    """The enabled flows that sync schemas."""
-    return [f for f in desired.enabled_flows if f.sync.schemas]
-
-
-def flow_subjects(flow: FlowSpec, remote_of: Mapping[str, str], source_subjects: Iterable[str]) -> dict[str, str]:
-    """Source subject -> target subject, for the TopicNameStrategy subjects of the flow's replicated topics
-    (`remote_of`: source topic -> remote topic) that the source registry holds and the flow does not exclude."""
-    excluded = [re.compile(p) for p in flow.sync.schema_subjects_exclude]
-    out = {}
-    for subject in source_subjects:
-        for suffix in SUFFIXES:
-            topic = subject.removesuffix(suffix)
-            if topic != subject and topic in remote_of and not any(p.fullmatch(subject) for p in excluded):
-                out[subject] = remote_of[topic] + suffix
-    return out
 
 
 def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState) -> TopicPlan:
@@ -187,14 +167,3 @@ def _live_form(wanted: Mapping[str, Any], current: Iterable[SchemaVersion], leve
         "versions": [{"version": v.version, "target_id": v.id, "schema_type": v.schema_type} for v in current],
         "compatibility": level,
     }
-
-
-def to_register(change: ResourceChange) -> list[SchemaVersion]:
-    """The versions an apply registers for `change` (those whose target id the plan does not know), oldest first."""
-    after = change.after or {}
-    known = after.get("ids", {})
-    return [
-        SchemaVersion(int(v["version"]), int(v["source_id"]), str(v["schema"]), str(v["schema_type"]))
-        for v in after.get("versions", [])
-        if str(v["source_id"]) not in known
-    ]

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from reconciler.adapters.schema_registry import RegistryClient, RegistryError, apply_schema_change
+from reconciler.adapters.schema_registry import RegistryClient, RegistryError
+from reconciler.app.schema_changes import apply_schema_change
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.resources.addresses import Kind
 from reconciler.spec.schema_registry import RegistryConnection
