@@ -1,6 +1,6 @@
 """The producer settings that turn on schema id translation in the job (`jvm/SchemaIds.java`) for a flow with
-`sync.schemas`: the source and target registries' urls and, resolved here in the driver, their credentials as
-request headers.
+`sync.schemas`: the source and target registries' urls and, resolved here in the driver, their credentials (the
+Authorization header's value, in a setting whose name Spark's default redaction hides; the scrubber learns it).
 
 The job starts with an empty id map: the first record of each source id looks it up on the source registry and
 registers it on the target under the record's TopicNameStrategy subject (which answers with the id apply already
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.spec.models import FlowSpec
+from reconciler.spec.redaction import remember
 from reconciler.spec.schema_registry import connection
 
 PREFIX = "kmirror.schemas."
@@ -30,5 +31,10 @@ def schema_id_settings(spec: JobSpec, flow: FlowSpec) -> dict[str, str]:
             return {}  # validation refuses such a file; an old job spec may lack it
         conn = connection(registry, spec.base_dir)
         settings[f"{PREFIX}{side}.url"] = conn.url
-        settings.update({f"{PREFIX}{side}.header.{name}": value for name, value in conn.headers})
+        for name, value in conn.headers:
+            if name == "Authorization":
+                # Named `token` so that Spark's default spark.redaction.regex hides it in its UI and event logs; and
+                # the scrubber learns it, as it learnt the password it is made from (base64 hides it from a match).
+                settings[f"{PREFIX}{side}.auth.token"] = value
+                remember(value)
     return settings

@@ -31,7 +31,8 @@ import java.util.Map;
  *
  * Settings (producer configuration; values of header settings are credentials: never logged here):
  *   kmirror.schemas.source.url / kmirror.schemas.target.url       the registries' Confluent REST roots
- *   kmirror.schemas.source.header.NAME / ...target.header.NAME   request headers (Authorization)
+ *   kmirror.schemas.source.auth.token / ...target.auth.token     the Authorization header's value ("Basic ..",
+ *                                                                 "Bearer .."): named *token* so Spark redacts it
  *   kmirror.schemas.ids                                           the plan's map, "source:target,..."
  *   kmirror.schemas.retry.ms                                      how long an unanswered registry is retried
  */
@@ -105,10 +106,10 @@ public final class SchemaIds {
             if (e.getValue() == null) {
                 continue;
             }
-            if (e.getKey().startsWith(PREFIX + "source.header.")) {
-                sourceHeaders.put(e.getKey().substring((PREFIX + "source.header.").length()), e.getValue().toString());
-            } else if (e.getKey().startsWith(PREFIX + "target.header.")) {
-                targetHeaders.put(e.getKey().substring((PREFIX + "target.header.").length()), e.getValue().toString());
+            if (e.getKey().equals(PREFIX + "source.auth.token")) {
+                sourceHeaders.put("Authorization", e.getValue().toString());
+            } else if (e.getKey().equals(PREFIX + "target.auth.token")) {
+                targetHeaders.put("Authorization", e.getValue().toString());
             }
         }
         Map<Integer, Integer> initial = new java.util.HashMap<>();

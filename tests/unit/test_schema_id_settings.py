@@ -1,0 +1,52 @@
+"""The job's schema translation settings: registries' urls, credentials resolved in the driver into the
+Authorization value under a name Spark redacts, learnt by the scrubber; nothing for a flow without sync.schemas."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from reconciler.jobcontract.spec import JobSpec
+from reconciler.replication.schema_ids import schema_id_settings
+from reconciler.spec import load_text
+from reconciler.spec.redaction import scrub
+
+pytestmark = pytest.mark.unit
+
+
+def _spec(sync: bool) -> JobSpec:
+    desired = load_text(
+        f"""
+version: 1
+clusters:
+  a:
+    bootstrap_servers: "127.0.0.1:1"
+    schema_registry: {{url: "https://sr-a:8081", basic_auth: {{username: svc, password: "${{env:SR_A_PASSWORD}}"}}}}
+  b:
+    bootstrap_servers: "127.0.0.1:2"
+    schema_registry: {{url: "http://sr-b:8080/apis/ccompat/v7", bearer_token: "${{env:SR_B_TOKEN}}"}}
+state: {{cluster: b}}
+flows:
+  - {{name: f, source: a, target: b, sync: {{schemas: {str(sync).lower()}}}}}
+"""
+    ).state
+    return JobSpec("f", desired.flow_effective_spec("f"), desired.flow_digest("f"), Path("."))
+
+
+def test_credentials_become_redacted_authorization_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SR_A_PASSWORD", "pw-a-0123456789")
+    monkeypatch.setenv("SR_B_TOKEN", "tok-b-0123456789")
+    spec = _spec(True)
+    settings = schema_id_settings(spec, spec.flow)
+    basic = "Basic " + base64.b64encode(b"svc:pw-a-0123456789").decode()
+    assert settings == {
+        "kmirror.schemas.source.url": "https://sr-a:8081",
+        "kmirror.schemas.source.auth.token": basic,
+        "kmirror.schemas.target.url": "http://sr-b:8080/apis/ccompat/v7",
+        "kmirror.schemas.target.auth.token": "Bearer tok-b-0123456789",
+    }
+    assert "pw-a" not in str(spec.effective) and "tok-b" not in str(spec.effective)  # the spec keeps references
+    assert basic.split()[1] not in scrub(f"producer config {basic}")  # the derived value is scrubbed too
+    assert schema_id_settings(_spec(False), _spec(False).flow) == {}
