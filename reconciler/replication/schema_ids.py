@@ -12,6 +12,8 @@ Must not: log or print the settings (they hold credentials), or translate anythi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.spec.models import FlowSpec
 from reconciler.spec.redaction import remember
@@ -31,6 +33,9 @@ def schema_id_settings(spec: JobSpec, flow: FlowSpec) -> dict[str, str]:
             return {}  # validation refuses such a file; an old job spec may lack it
         conn = connection(registry, spec.base_dir)
         settings[f"{PREFIX}{side}.url"] = conn.url
+        if conn.ca_file:
+            # The PEM text, not the path: executors on other hosts may not have the driver's files.
+            settings[f"{PREFIX}{side}.ssl.ca.pem"] = Path(conn.ca_file).read_text()
         for name, value in conn.headers:
             if name == "Authorization":
                 # Named `token` so that Spark's default spark.redaction.regex hides it in its UI and event logs; and

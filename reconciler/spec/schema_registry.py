@@ -20,7 +20,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reconciler.spec.secrets import ConfigValue, SecretRef, resolve_value
+from reconciler.spec.issues import SecretResolutionError
+from reconciler.spec.secrets import ConfigValue, SecretRef, outside_allowed_roots, resolve_value
 
 
 class _Model(BaseModel):
@@ -129,10 +130,15 @@ def connection(spec: SchemaRegistrySpec, base_dir: Path | None) -> RegistryConne
         headers.append(("Authorization", f"Bearer {resolve_value(spec.bearer_token, base_dir)}"))
 
     def located(path: str | None) -> str | None:
+        """The file's path, from the desired-state file's folder; only below the folders secrets may come from."""
         if path is None:
             return None
         p = Path(path)
-        return str(p if p.is_absolute() or base_dir is None else base_dir / p)
+        p = p if p.is_absolute() or base_dir is None else base_dir / p
+        problem = outside_allowed_roots(p, base_dir)
+        if problem:
+            raise SecretResolutionError(f"schema_registry.tls: {problem}")
+        return str(p)
 
     tls = spec.tls
     return RegistryConnection(

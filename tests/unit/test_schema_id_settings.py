@@ -50,3 +50,15 @@ def test_credentials_become_redacted_authorization_settings(monkeypatch: pytest.
     assert "pw-a" not in str(spec.effective) and "tok-b" not in str(spec.effective)  # the spec keeps references
     assert basic.split()[1] not in scrub(f"producer config {basic}")  # the derived value is scrubbed too
     assert schema_id_settings(_spec(False), _spec(False).flow) == {}
+
+
+def test_the_registry_ca_travels_as_pem_text_and_only_from_allowed_folders(tmp_path: Path) -> None:
+    from reconciler.spec.issues import SecretResolutionError
+    from reconciler.spec.schema_registry import RegistryTlsSpec, SchemaRegistrySpec, connection
+
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    spec = SchemaRegistrySpec(url="https://sr:8081", tls=RegistryTlsSpec(ca_location="ca.pem"))
+    assert connection(spec, tmp_path).ca_file == str(tmp_path / "ca.pem")
+    outside = SchemaRegistrySpec(url="https://sr:8081", tls=RegistryTlsSpec(ca_location="/etc/hostname"))
+    with pytest.raises(SecretResolutionError, match="outside the folders kmirror may read"):
+        connection(outside, tmp_path)

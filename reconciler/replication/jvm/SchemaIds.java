@@ -33,6 +33,7 @@ import java.util.Map;
  *   kmirror.schemas.source.url / kmirror.schemas.target.url       the registries' Confluent REST roots
  *   kmirror.schemas.source.auth.token / ...target.auth.token     the Authorization header's value ("Basic ..",
  *                                                                 "Bearer .."): named *token* so Spark redacts it
+ *   kmirror.schemas.source.ssl.ca.pem / ...target.ssl.ca.pem     PEM CA certificates to trust (default: the JVM's)
  *   kmirror.schemas.ids                                           the plan's map, "source:target,..."
  *   kmirror.schemas.retry.ms                                      how long an unanswered registry is retried
  */
@@ -122,7 +123,8 @@ public final class SchemaIds {
         }
         Object retry = configs.get(PREFIX + "retry.ms");
         long retryMs = retry == null ? 60_000L : Long.parseLong(retry.toString());
-        Http http = new Http(source.toString(), sourceHeaders, target.toString(), targetHeaders);
+        Http http = new Http(source.toString(), sourceHeaders, client(configs.get(PREFIX + "source.ssl.ca.pem")),
+                target.toString(), targetHeaders, client(configs.get(PREFIX + "target.ssl.ca.pem")));
         return new SchemaIds(http, initial, retryMs);
     }
 
@@ -299,16 +301,45 @@ public final class SchemaIds {
         return s.length() <= 200 ? s : s.substring(0, 200) + "...";
     }
 
+    /** An HTTP client trusting the PEM certificates `caPem` (null: the JVM's default trust store). */
+    static HttpClient client(Object caPem) {
+        HttpClient.Builder builder = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10));
+        if (caPem == null || caPem.toString().isBlank()) {
+            return builder.build();
+        }
+        try {
+            java.security.cert.CertificateFactory factory = java.security.cert.CertificateFactory.getInstance("X.509");
+            java.security.KeyStore trust = java.security.KeyStore.getInstance(java.security.KeyStore.getDefaultType());
+            trust.load(null, null);
+            int n = 0;
+            for (java.security.cert.Certificate cert : factory.generateCertificates(
+                    new java.io.ByteArrayInputStream(caPem.toString().getBytes(StandardCharsets.US_ASCII)))) {
+                trust.setCertificateEntry("ca-" + n++, cert);
+            }
+            javax.net.ssl.TrustManagerFactory tmf =
+                    javax.net.ssl.TrustManagerFactory.getInstance(javax.net.ssl.TrustManagerFactory.getDefaultAlgorithm());
+            tmf.init(trust);
+            javax.net.ssl.SSLContext context = javax.net.ssl.SSLContext.getInstance("TLS");
+            context.init(null, tmf.getTrustManagers(), null);
+            return builder.sslContext(context).build();
+        } catch (Exception e) {
+            throw new IllegalArgumentException("the schema registry's CA certificates could not be read: " + e);
+        }
+    }
+
     /** The registries over HTTP (java.net.http), with a 10 s timeout per request. */
     static final class Http implements Registries {
-        private final HttpClient client =
-                HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+        private final HttpClient sourceClient;
+        private final HttpClient targetClient;
         private final String sourceUrl;
         private final String targetUrl;
         private final List<String> sourceHeaders;
         private final List<String> targetHeaders;
 
-        Http(String sourceUrl, Map<String, String> sourceHeaders, String targetUrl, Map<String, String> targetHeaders) {
+        Http(String sourceUrl, Map<String, String> sourceHeaders, HttpClient sourceClient, String targetUrl,
+                Map<String, String> targetHeaders, HttpClient targetClient) {
+            this.sourceClient = sourceClient;
+            this.targetClient = targetClient;
             this.sourceUrl = trim(sourceUrl);
             this.targetUrl = trim(targetUrl);
             this.sourceHeaders = flat(sourceHeaders);
@@ -330,7 +361,8 @@ public final class SchemaIds {
             return out;
         }
 
-        private String send(HttpRequest.Builder request, List<String> headers, String what) throws Exception {
+        private static String send(HttpClient client, HttpRequest.Builder request, List<String> headers, String what)
+                throws Exception {
             request.timeout(Duration.ofSeconds(10)).headers(headers.toArray(new String[0]));
             HttpResponse<String> response = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
             if (response.statusCode() != 200) {
@@ -341,14 +373,14 @@ public final class SchemaIds {
 
         @Override
         public String sourceSchema(int id) throws Exception {
-            return send(HttpRequest.newBuilder(URI.create(sourceUrl + "/schemas/ids/" + id)).GET(), sourceHeaders,
+            return send(sourceClient, HttpRequest.newBuilder(URI.create(sourceUrl + "/schemas/ids/" + id)).GET(), sourceHeaders,
                     "GET /schemas/ids/" + id + " on the source registry");
         }
 
         @Override
         public int register(String subject, String body) throws Exception {
             String path = "/subjects/" + URLEncoder.encode(subject, StandardCharsets.UTF_8) + "/versions";
-            String answer = send(HttpRequest.newBuilder(URI.create(targetUrl + path))
+            String answer = send(targetClient, HttpRequest.newBuilder(URI.create(targetUrl + path))
                     .header("Content-Type", "application/vnd.schemaregistry.v1+json")
                     .POST(HttpRequest.BodyPublishers.ofString(body)), targetHeaders,
                     "POST " + path + " on the target registry");
