@@ -45,8 +45,16 @@ def flow_effective_spec(state: DesiredState, name: str) -> dict[str, Any]:
         for alias in sorted({flow.source, flow.target})
         if alias in state.clusters
     }
+    flow_form = flow.model_dump(mode="json", exclude={"replication": {"throttle"}})
+    if not flow.sync.schemas:
+        # Schema registries matter to a flow only when it syncs schemas: a flow that does not keeps the digest it had
+        # before registries existed (and is not redeployed when one is added to its clusters).
+        for form in clusters.values():
+            form.pop("schema_registry", None)
+        for key in ("schemas", "schema_subjects_exclude"):
+            flow_form["sync"].pop(key, None)
     effective: dict[str, Any] = {
-        "flow": flow.model_dump(mode="json", exclude={"replication": {"throttle"}}),
+        "flow": flow_form,
         "clusters": clusters,
         "spark": state.spark.model_dump(mode="json"),
     }

@@ -62,3 +62,19 @@ def test_the_registry_ca_travels_as_pem_text_and_only_from_allowed_folders(tmp_p
     outside = SchemaRegistrySpec(url="https://sr:8081", tls=RegistryTlsSpec(ca_location="/etc/hostname"))
     with pytest.raises(SecretResolutionError, match="outside the folders kmirror may read"):
         connection(outside, tmp_path)
+
+
+def test_a_flow_without_sync_schemas_keeps_its_digest_when_a_registry_is_added() -> None:
+    base = """
+version: 1
+clusters:
+  a: {bootstrap_servers: "127.0.0.1:1"REG}
+  b: {bootstrap_servers: "127.0.0.1:2"}
+state: {cluster: b}
+flows:
+  - {name: f, source: a, target: b}
+"""
+    without = load_text(base.replace("REG", "")).state
+    with_registry = load_text(base.replace("REG", ', schema_registry: {url: "http://sr:8081"}')).state
+    assert without.flow_digest("f") == with_registry.flow_digest("f")  # no redeploy of flows that do not sync
+    assert "schema_registry" not in with_registry.flow_effective_spec("f")["clusters"]["a"]
