@@ -21,8 +21,8 @@ def to_register(change: ResourceChange) -> list[SchemaVersion]:
     after = change.after or {}
     known = after.get("ids", {})
     return [
-        SchemaVersion(int(v["version"]), int(v["source_id"]), str(v["schema"]), str(v["schema_type"]))
-        for v in after.get("versions", [])
+        SchemaVersion(int(n), int(v["source_id"]), str(v["schema"]), str(v["schema_type"]))
+        for n, v in sorted(after.get("versions", {}).items(), key=lambda item: int(item[0]))
         if str(v["source_id"]) not in known
     ]
 

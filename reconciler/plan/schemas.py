@@ -7,10 +7,11 @@ way (RecordNameStrategy, TopicRecordNameStrategy) are not planned; the job still
 (it registers the schema under the record's TopicNameStrategy subject when it first meets its id).
 
 Each synced subject is one resource, `schema/<target cluster>/<target subject>`, of the form
-`{"cluster", "subject", "flow", "source_cluster", "source_subject", "versions": [{"version", "source_id",
-"schema_type", "schema"}], "compatibility", "ids": {"<source id>": <target id>}}`: the source's versions, oldest
-first, its own compatibility level (None: the registry's default), and the source id -> target id mapping as far as
-the target already holds the versions (apply fills in the ids of those it registers, and records the whole map).
+`{"cluster", "subject", "flow", "source_cluster", "source_subject", "versions": {"<version>": {"source_id",
+"schema_type", "schema"}}, "compatibility", "ids": {"<source id>": <target id>}}`: the source's versions by number
+(so a plan shows a new version as `+ versions.2...`), its own compatibility level (None: the registry's default),
+and the source id -> target id mapping as far as the target already holds the versions (apply fills in the ids of
+those it registers, and records the whole map). A row's `before` is the same form as the target holds it.
 A subject is created (absent on the target), updated (a source version is missing there, its compatibility level
 differs, or kmirror does not record it yet), or deleted (its source subject, or the flow's sync.schemas, is gone:
 only subjects kmirror recorded, and only with `prune.schemas: true`; else a warning). A target subject holding
@@ -24,13 +25,13 @@ Pure: values in, values out. Must not: read a change's reason, or plan a row fro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.schema_subjects import flow_subjects, schema_flows
-from reconciler.live.schemas import RegistryState, SchemaVersion
+from reconciler.live.schemas import RegistryState
 from reconciler.plan.definition import Action, ResourceChange
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, schema_address
@@ -100,7 +101,7 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
             continue
         target = live.schemas[str(wanted["cluster"])]
         current = target.subjects.get(str(wanted["subject"]), ())
-        missing = [v["version"] for v in wanted["versions"] if str(v["source_id"]) not in wanted["ids"]]
+        missing = [n for n, v in wanted["versions"].items() if str(v["source_id"]) not in wanted["ids"]]
         extra = [v.version for v in current if v.id not in set(wanted["ids"].values())]
         if extra:
             out.warnings.append(
@@ -112,7 +113,7 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
             )
         level_now = target.compatibility.get(str(wanted["subject"]))
         level_differs = wanted["compatibility"] is not None and wanted["compatibility"] != level_now
-        before = _live_form(wanted, current, level_now) if current else None
+        before = _live_form(wanted, level_now) if current else None
         if not current:
             action, reason = Action.CREATE, f"register {len(missing)} version(s) of {wanted['source_subject']}"
         elif missing:
@@ -136,13 +137,15 @@ def _syncs(desired: DesiredState, flow_name: str) -> bool:
 def _form(
     flow: FlowSpec, source_subject: str, target_subject: str, source: RegistryState, target: RegistryState
 ) -> tuple[dict[str, Any], list[int]]:
-    versions, skipped, ids = [], [], {}
+    versions: dict[str, dict[str, Any]] = {}
+    skipped: list[int] = []
+    ids: dict[str, int] = {}
     current = target.subjects.get(target_subject, ())
     for v in source.subjects.get(source_subject, ()):
         if v.references:
             skipped.append(v.version)
             continue
-        versions.append({"version": v.version, "source_id": v.id, "schema_type": v.schema_type, "schema": v.schema})
+        versions[str(v.version)] = {"source_id": v.id, "schema_type": v.schema_type, "schema": v.schema}
         match = next((t for t in current if t.same_schema(v)), None)
         if match is not None:
             ids[str(v.id)] = match.id
@@ -159,11 +162,8 @@ def _form(
     return form, skipped
 
 
-def _live_form(wanted: Mapping[str, Any], current: Iterable[SchemaVersion], level: str | None) -> dict[str, Any]:
-    """What the target subject holds, in the form's terms (for the plan's before)."""
-    return {
-        "cluster": wanted["cluster"],
-        "subject": wanted["subject"],
-        "versions": [{"version": v.version, "target_id": v.id, "schema_type": v.schema_type} for v in current],
-        "compatibility": level,
-    }
+def _live_form(wanted: Mapping[str, Any], level: str | None) -> dict[str, Any]:
+    """What the target subject holds, in the form's terms: the source versions it already has (and their ids), its
+    own compatibility level (the plan's before; a row's diff then shows only what apply changes)."""
+    held = {n: v for n, v in wanted["versions"].items() if str(v["source_id"]) in wanted["ids"]}
+    return {**wanted, "versions": held, "compatibility": level}

@@ -57,10 +57,10 @@ def _change() -> ResourceChange:
         "flow": "f",
         "source_cluster": "src",
         "source_subject": "orders-value",
-        "versions": [
-            {"version": 1, "source_id": 11, "schema_type": "AVRO", "schema": SCHEMA},
-            {"version": 2, "source_id": 12, "schema_type": "PROTOBUF", "schema": "syntax = 'proto3';"},
-        ],
+        "versions": {
+            "1": {"source_id": 11, "schema_type": "AVRO", "schema": SCHEMA},
+            "2": {"source_id": 12, "schema_type": "PROTOBUF", "schema": "syntax = 'proto3';"},
+        },
         "compatibility": "BACKWARD",
         "ids": {},
     }

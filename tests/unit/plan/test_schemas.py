@@ -92,7 +92,7 @@ def test_topic_subjects_are_planned_under_the_remote_topics_name_with_versions_a
     assert value.action == Action.CREATE and value.before is None  # type: ignore[attr-defined]
     after = value.after  # type: ignore[attr-defined]
     assert after["source_subject"] == "orders-value" and after["compatibility"] == "BACKWARD"
-    assert [(v["version"], v["source_id"]) for v in after["versions"]] == [(1, 1), (2, 2)]
+    assert {n: v["source_id"] for n, v in after["versions"].items()} == {"1": 1, "2": 2}
     assert after["ids"] == {}
 
 
@@ -109,6 +109,9 @@ def test_a_plan_after_apply_is_empty_and_a_new_source_version_is_an_update() -> 
     change = _schemas(_plan(_desired(), _live(source2, target), recorded))["schema/dst/src.orders-value"]
     assert change.action == Action.UPDATE and change.after["ids"] == {"1": 7}  # type: ignore[attr-defined]
     assert "register source version(s) 2" in change.reason  # type: ignore[attr-defined]
+    before, after = change.before, change.after  # type: ignore[attr-defined]
+    assert set(before["versions"]) == {"1"} and set(after["versions"]) == {"1", "2"}  # the diff: + versions.2
+    assert {k: v for k, v in before.items() if k != "versions"} == {k: v for k, v in after.items() if k != "versions"}
 
 
 def test_an_existing_target_subject_is_adopted_and_extra_target_versions_are_drift() -> None:
@@ -137,7 +140,7 @@ def test_excluded_subjects_and_versions_with_references_are_not_planned() -> Non
     }
     p = _plan(_desired(extra=", schema_subjects_exclude: ['payments-.*']"), _live(source, {}))
     change = _schemas(p)["schema/dst/src.orders-value"]
-    assert change.after["versions"] == []  # type: ignore[attr-defined]
+    assert change.after["versions"] == {}  # type: ignore[attr-defined]
     assert "schema/dst/src.payments-value" not in _schemas(p)
     assert any("use schema references" in w for w in p.warnings)
 
