@@ -180,11 +180,13 @@ def _unread(cluster: str, e: RegistryError) -> Diagnostic:
 
 
 def registry_clients(desired: DesiredState, timeout: float = 10.0) -> dict[str, RegistryClient]:
-    """A client per cluster that declares a schema_registry (secret references resolved now, into headers)."""
+    """A client per cluster a flow with sync.schemas names (secret references resolved now, into headers): a
+    registry that no flow syncs with is never contacted, and its references are never resolved."""
+    used = {alias for flow in schema_flows(desired) for alias in (flow.source, flow.target)}
     return {
         name: RegistryClient(connection(cluster.schema_registry, desired.base_dir), timeout=timeout)
         for name, cluster in desired.clusters.items()
-        if cluster.schema_registry is not None
+        if cluster.schema_registry is not None and name in used
     }
 
 

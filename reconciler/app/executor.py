@@ -133,8 +133,8 @@ def dependencies(changes: Sequence[AnyChange]) -> dict[str, tuple[str, ...]]:
     - a topic delete waits for the job change of the flow that wrote the topic (a stop, or a redeploy that no
       longer writes it); when the topic's flow is not known, for every job stop and redeploy;
     - a job start (deploy, redeploy, restart) waits for its flow's remote topics, the internal topics on its
-      source and target clusters, its flow's quotas (set or changed), and every job stop (a renamed flow's old job
-      writes the same topics);
+      source and target clusters, its flow's quotas (set or changed) and schema subjects, and every job stop (a
+      renamed flow's old job writes the same topics);
     - an ACL waits for its topic;
     - group offsets wait for their flow's job change and the topics they are written for.
     """
@@ -143,7 +143,8 @@ def dependencies(changes: Sequence[AnyChange]) -> dict[str, tuple[str, ...]]:
     topic_writes = [
         c for c in changes if isinstance(c, TopicChange | InternalTopicChange) and c.action != Action.DELETE
     ]
-    quotas = [c for c in changes if isinstance(c, QuotaChange) and c.action != Action.DELETE]
+    # A flow's quotas (its throttle) and schema subjects (the ids its records name) are in place before it runs.
+    quotas = [c for c in changes if isinstance(c, QuotaChange | SchemaChange) and c.action != Action.DELETE]
     deps: dict[str, tuple[str, ...]] = {}
     for c in changes:
         found: list[str] = []
