@@ -360,7 +360,7 @@ class Executor:
         self._flush()
 
     # -- schema subjects --------------------------------------------------------------------------------------
-    def _schemas(self, changes: list[ResourceChange]) -> None:
+    def _schemas(self, changes: list[SchemaChange]) -> None:
         """Register each subject's missing versions (and its compatibility level) on the target's registry, or
         delete a pruned subject; the source id -> target id map is recorded with the subject."""
         for c in changes:

@@ -13,46 +13,46 @@ from typing import Any
 from reconciler.adapters.schema_registry import RegistryClient, RegistryError
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.schemas import SchemaVersion
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import Action, SchemaChange
 
 
-def to_register(change: ResourceChange) -> list[SchemaVersion]:
+def to_register(change: SchemaChange) -> list[SchemaVersion]:
     """The versions an apply registers for `change` (those whose target id the plan does not know), oldest first."""
-    after = change.after or {}
-    known = after.get("ids", {})
+    if change.after is None:
+        return []
+    known = change.after.ids
     return [
-        SchemaVersion(int(n), int(v["source_id"]), str(v["schema"]), str(v["schema_type"]))
-        for n, v in sorted(after.get("versions", {}).items(), key=lambda item: int(item[0]))
-        if str(v["source_id"]) not in known
+        SchemaVersion(int(n), v.source_id, v.schema_text, v.schema_type)
+        for n, v in sorted(change.after.versions.items(), key=lambda item: int(item[0]))
+        if str(v.source_id) not in known
     ]
 
 
 def apply_schema_change(
-    change: ResourceChange, registries: Mapping[str, RegistryClient]
+    change: SchemaChange, registries: Mapping[str, RegistryClient]
 ) -> tuple[Outcome, dict[str, Any] | None]:
     """Execute one `schema/` row: register its missing versions in order (with the source's ids when the target
     registry takes them), set its compatibility level, or delete the subject; the outcome and the attributes to
     record (the form with every source id -> target id)."""
-    form = change.after or change.before or {}
-    cluster, subject = str(form.get("cluster")), str(form.get("subject"))
-    client = registries.get(cluster)
+    form = change.after or change.before
+    assert form is not None, "a schema change has a before or an after"  # the planner never makes one without
+    client = registries.get(form.cluster)
     if client is None:
-        return Outcome(change.address, False, f"cluster '{cluster}' has no schema_registry to write to"), None
+        return Outcome(change.address, False, f"cluster '{form.cluster}' has no schema_registry to write to"), None
+    keep_ids, pending = False, to_register(change)
     try:
-        if change.action == Action.DELETE:
-            client.delete_subject(subject)
+        if change.action == Action.DELETE or change.after is None:
+            client.delete_subject(form.subject)
             return Outcome(change.address, True, "subject deleted"), None
-        after = dict(change.after or {})
-        ids = dict(after.get("ids", {}))
-        pending = to_register(change)
-        keep_ids = bool(pending) and not client.versions(subject) and client.supports_import()
+        ids = dict(change.after.ids)
+        keep_ids = bool(pending) and not client.versions(form.subject) and client.supports_import()
         for version in pending:
             register = client.import_version if keep_ids else client.register
-            ids[str(version.id)] = register(subject, version)
-        if after.get("compatibility"):
-            client.set_compatibility(subject, str(after["compatibility"]))
+            ids[str(version.id)] = register(form.subject, version)
+        if change.after.compatibility:
+            client.set_compatibility(form.subject, change.after.compatibility)
     except RegistryError as e:
         return Outcome(change.address, False, str(e)), None
     how = "with the source's ids" if keep_ids else "under new ids"
     message = f"{len(pending)} version(s) registered {how}" if pending else "recorded"
-    return Outcome(change.address, True, message), {**after, "ids": ids}
+    return Outcome(change.address, True, message), change.after.model_copy(update={"ids": ids}).model_dump(mode="json")

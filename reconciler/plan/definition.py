@@ -33,6 +33,7 @@ from reconciler.plan.forms import (
     QuotaForm,
     TopicForm,
 )
+from reconciler.plan.schema_forms import SchemaForm
 from reconciler.resources.addresses import Kind, job_flow
 
 #: 2: typed changes (one form per kind), warnings with their subject; 1: the first plan files (refused: plan again).
@@ -113,11 +114,19 @@ class GroupOffsetsChange(_Change):
 
 
 #: A change of any kind: the plan file's `changes[]` entries, told apart by `kind`.
+class SchemaChange(_Change):
+    kind: Literal[Kind.SCHEMA] = Kind.SCHEMA
+    action: Action
+    before: SchemaForm | None = None
+    after: SchemaForm | None = None
+    reason: str = ""
+
+
 ResourceChange = Annotated[
-    TopicChange | InternalTopicChange | AclChange | QuotaChange | JobChange | GroupOffsetsChange,
+    TopicChange | InternalTopicChange | AclChange | QuotaChange | SchemaChange | JobChange | GroupOffsetsChange,
     Field(discriminator="kind"),
 ]
-AnyChange = TopicChange | InternalTopicChange | AclChange | QuotaChange | JobChange | GroupOffsetsChange
+AnyChange = TopicChange | InternalTopicChange | AclChange | QuotaChange | SchemaChange | JobChange | GroupOffsetsChange
 _CHANGE: TypeAdapter[AnyChange] = TypeAdapter(ResourceChange)  # type: ignore[arg-type]  # an Annotated union
 
 

@@ -32,7 +32,8 @@ from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.schema_subjects import flow_subjects, schema_flows
 from reconciler.live.schemas import RegistryState
-from reconciler.plan.definition import Action, ResourceChange
+from reconciler.plan.definition import Action, SchemaChange
+from reconciler.plan.schema_forms import SchemaForm
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, schema_address
 from reconciler.resources.recorded import RecordedState
@@ -89,11 +90,10 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
                 )
                 continue
             out.changes.append(
-                ResourceChange(
+                SchemaChange(
                     address=address,
-                    kind=Kind.SCHEMA,
                     action=Action.DELETE,
-                    before=dict(mine.attributes),
+                    before=SchemaForm.model_validate(dict(mine.attributes)),
                     after=None,
                     reason="its source subject is no longer synced (prune.schemas)",
                 )
@@ -120,12 +120,18 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
             action, reason = Action.UPDATE, f"register source version(s) {', '.join(map(str, missing))}"
         elif level_differs:
             action, reason = Action.UPDATE, f"compatibility {level_now or 'default'} -> {wanted['compatibility']}"
-        elif mine is None or mine.pending or dict(mine.attributes) != wanted:
+        elif mine is None or mine.pending or dict(mine.attributes) != _recorded(wanted):
             action, reason = Action.UPDATE, "the target already holds every version: kmirror records the id mapping"
         else:
             continue
         out.changes.append(
-            ResourceChange(address=address, kind=Kind.SCHEMA, action=action, before=before, after=wanted, reason=reason)
+            SchemaChange(
+                address=address,
+                action=action,
+                before=None if before is None else SchemaForm.model_validate(before),
+                after=SchemaForm.model_validate(wanted),
+                reason=reason,
+            )
         )
     return out
 
@@ -167,3 +173,8 @@ def _live_form(wanted: Mapping[str, Any], level: str | None) -> dict[str, Any]:
     own compatibility level (the plan's before; a row's diff then shows only what apply changes)."""
     held = {n: v for n, v in wanted["versions"].items() if str(v["source_id"]) in wanted["ids"]}
     return {**wanted, "versions": held, "compatibility": level}
+
+
+def _recorded(form: Mapping[str, Any]) -> dict[str, Any]:
+    """`form` as apply records it (the form's JSON)."""
+    return SchemaForm.model_validate(form).model_dump(mode="json")

@@ -10,8 +10,8 @@ import pytest
 
 from reconciler.adapters.schema_registry import RegistryClient
 from reconciler.app.executor import Executor
-from reconciler.plan.definition import KIND_ORDER, Action, Plan, ResourceChange
-from reconciler.resources.addresses import Kind
+from reconciler.plan.definition import KIND_ORDER, Action, Plan, SchemaChange
+from reconciler.plan.schema_forms import SchemaForm
 from reconciler.spec.schema_registry import RegistryConnection
 from tests.unit.test_executor import Events, FakeAdmin, FakeRecorder, FakeRunner, job
 from tests.unit.test_schema_registry_adapter import FakeRegistry
@@ -19,7 +19,7 @@ from tests.unit.test_schema_registry_adapter import FakeRegistry
 pytestmark = pytest.mark.unit
 
 
-def schema(subject: str, flow: str, source_id: int) -> ResourceChange:
+def schema(subject: str, flow: str, source_id: int) -> SchemaChange:
     after = {
         "cluster": "dst",
         "subject": subject,
@@ -30,7 +30,7 @@ def schema(subject: str, flow: str, source_id: int) -> ResourceChange:
         "compatibility": None,
         "ids": {},
     }
-    return ResourceChange(address=f"schema/dst/{subject}", kind=Kind.SCHEMA, action=Action.CREATE, after=after)
+    return SchemaChange(address=f"schema/dst/{subject}", action=Action.CREATE, after=SchemaForm.model_validate(after))
 
 
 class FailingFor(FakeRegistry):

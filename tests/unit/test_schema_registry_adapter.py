@@ -11,8 +11,8 @@ import pytest
 
 from reconciler.adapters.schema_registry import RegistryClient, RegistryError
 from reconciler.app.schema_changes import apply_schema_change
-from reconciler.plan.definition import Action, ResourceChange
-from reconciler.resources.addresses import Kind
+from reconciler.plan.definition import Action, SchemaChange
+from reconciler.plan.schema_forms import SchemaForm
 from reconciler.spec.schema_registry import RegistryConnection
 
 pytestmark = pytest.mark.unit
@@ -50,7 +50,7 @@ class FakeRegistry:
         return 500, b'{"message": "unexpected"}'
 
 
-def _change() -> ResourceChange:
+def _change() -> SchemaChange:
     after = {
         "cluster": "dst",
         "subject": "src.orders-value",
@@ -64,7 +64,9 @@ def _change() -> ResourceChange:
         "compatibility": "BACKWARD",
         "ids": {},
     }
-    return ResourceChange(address="schema/dst/src.orders-value", kind=Kind.SCHEMA, action=Action.CREATE, after=after)
+    return SchemaChange(
+        address="schema/dst/src.orders-value", action=Action.CREATE, after=SchemaForm.model_validate(after)
+    )
 
 
 def _client(fake: FakeRegistry, headers: tuple[tuple[str, str], ...] = ()) -> RegistryClient:

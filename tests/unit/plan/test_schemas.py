@@ -73,7 +73,7 @@ def _owned_after(changes: dict[str, object], ids: dict[str, dict[str, int]]) -> 
     base = owned("src.orders", "src.payments")
     resources = dict(base.resources)
     for address, change in changes.items():
-        after = dict(change.after)  # type: ignore[attr-defined]
+        after = change.after.model_dump(mode="json")  # type: ignore[attr-defined]
         after["ids"] = {**after["ids"], **ids.get(address, {})}
         resources[address] = RecordedResource(address, "schema", after)
     return RecordedState(lineage=base.lineage, serial=base.serial, resources=resources)
@@ -90,9 +90,10 @@ def test_topic_subjects_are_planned_under_the_remote_topics_name_with_versions_a
     assert set(changes) == {"schema/dst/src.orders-value", "schema/dst/src.orders-key"}
     value = changes["schema/dst/src.orders-value"]
     assert value.action == Action.CREATE and value.before is None  # type: ignore[attr-defined]
-    after = value.after  # type: ignore[attr-defined]
+    after = value.after.model_dump(mode="json")  # type: ignore[attr-defined]
     assert after["source_subject"] == "orders-value" and after["compatibility"] == "BACKWARD"
     assert {n: v["source_id"] for n, v in after["versions"].items()} == {"1": 1, "2": 2}
+    assert after["versions"]["1"]["schema"] == ORDERS_V1  # the plan file's name for the text
     assert after["ids"] == {}
 
 
@@ -107,9 +108,10 @@ def test_a_plan_after_apply_is_empty_and_a_new_source_version_is_an_update() -> 
 
     source2 = {"orders-value": (SchemaVersion(1, 1, ORDERS_V1), SchemaVersion(2, 2, ORDERS_V2))}
     change = _schemas(_plan(_desired(), _live(source2, target), recorded))["schema/dst/src.orders-value"]
-    assert change.action == Action.UPDATE and change.after["ids"] == {"1": 7}  # type: ignore[attr-defined]
+    assert change.action == Action.UPDATE and change.after.ids == {"1": 7}  # type: ignore[attr-defined]
     assert "register source version(s) 2" in change.reason  # type: ignore[attr-defined]
-    before, after = change.before, change.after  # type: ignore[attr-defined]
+    before = change.before.model_dump(mode="json")  # type: ignore[attr-defined]
+    after = change.after.model_dump(mode="json")  # type: ignore[attr-defined]
     assert set(before["versions"]) == {"1"} and set(after["versions"]) == {"1", "2"}  # the diff: + versions.2
     assert {k: v for k, v in before.items() if k != "versions"} == {k: v for k, v in after.items() if k != "versions"}
 
@@ -119,7 +121,7 @@ def test_an_existing_target_subject_is_adopted_and_extra_target_versions_are_dri
     target = {"src.orders-value": (SchemaVersion(1, 9, '"string"'), SchemaVersion(2, 10, ORDERS_V1))}
     p = _plan(_desired(), _live(source, target))
     change = _schemas(p)["schema/dst/src.orders-value"]
-    assert change.action == Action.UPDATE and change.after["ids"] == {"1": 10}  # type: ignore[attr-defined]
+    assert change.action == Action.UPDATE and change.after.ids == {"1": 10}  # type: ignore[attr-defined]
     assert any("version(s) 1 that are not on the source" in w for w in p.warnings)
 
 
@@ -140,7 +142,7 @@ def test_excluded_subjects_and_versions_with_references_are_not_planned() -> Non
     }
     p = _plan(_desired(extra=", schema_subjects_exclude: ['payments-.*']"), _live(source, {}))
     change = _schemas(p)["schema/dst/src.orders-value"]
-    assert change.after["versions"] == {}  # type: ignore[attr-defined]
+    assert change.after.versions == {}  # type: ignore[attr-defined]
     assert "schema/dst/src.payments-value" not in _schemas(p)
     assert any("use schema references" in w for w in p.warnings)
 
