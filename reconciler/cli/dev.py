@@ -205,9 +205,15 @@ def status(root: Path | None, fmt: str) -> None:
         _add_registries(doc, (root or dev_clusters.dev_root()).resolve())
         click.echo(json.dumps(doc, indent=2))
         return
+    from reconciler.devenv import schema_registry as registries
+
     for s in statuses:
         state = click.style("running", fg="green") if s.running else click.style("stopped", fg="yellow")
         click.echo(f"{s.name:<7} Kafka {s.version:<6} {s.bootstrap_servers or '-':<20} {state}")
+        registry = registries.status((root or dev_clusters.dev_root()).resolve() / s.name)
+        if registry:
+            up = click.style("running", fg="green") if registry["running"] else click.style("stopped", fg="yellow")
+            click.echo(f"{'':<7} schema registry {registry['url']}  {up}")
 
 
 def _add_tls(doc: dict[str, dict[str, dict[str, object]]], root: Path) -> None:

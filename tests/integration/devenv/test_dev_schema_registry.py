@@ -43,6 +43,8 @@ def test_dev_up_starts_one_registry_per_cluster_and_down_stops_them(tmp_path: Pa
         urls = {name: c["schema_registry"]["url"] for name, c in clusters.items()}
         assert set(urls) == {"source", "target"} and len(set(urls.values())) == 2
         assert all(u.startswith("http://127.0.0.1:") and u.endswith("/apis/ccompat/v7") for u in urls.values())
+        text = _kmirror("dev", "status", "--root", str(root))
+        assert all(f"schema registry {u}  running" in text for u in urls.values()), text
 
         # Two registries, not one: a subject registered on the source is unknown to the target.
         schema = {"schema": json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})}
