@@ -4,6 +4,8 @@ results JSON (`--rerender`). See benchmarks/README.md for the method and what ea
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -16,22 +18,30 @@ from typing import Any
 
 from benchmarks.replication import __doc__ as package_doc
 from benchmarks.replication.common import (
+    MM2_ALIASES,
+    Cluster,
     Workload,
     clusters,
     create_topics,
+    delete_topics,
 )
 from benchmarks.replication.load import fill_source
 from benchmarks.replication.measure import Conditions, steal_seconds
 from benchmarks.replication.phases import (
     MM2_DEFAULT,
     MM2_EOS,
+    MM2Run,
+    Variant,
     parse_variants,
+    remote_topics,
     run_ceiling,
     run_kmirror,
     run_mm2,
+    source_aliases,
     steady_rate,
 )
-from benchmarks.replication.report import chart, ratios, runs_of, soak_chart, soak_table, suite_table, table
+from benchmarks.replication.repeat import REPLICATORS, STALL_SECONDS, WINDOW_SECONDS, pair_order, records_for_window
+from benchmarks.replication.report import case_ratios, chart, runs_of, soak_chart, soak_table, suite_table, table
 from benchmarks.replication.soak import soak_one
 from benchmarks.replication.warmup import warm_brokers, warmup_workload
 from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
@@ -41,7 +51,16 @@ from reconciler.devenv.jars import KAFKA_SOURCE_VERSION, KAFKA_TARGET_VERSION
 SUITES: dict[str, list[tuple[str, int, int, int]]] = {
     # name, record size, topics, partitions
     "standard": [("1kb-1x6", 1024, 1, 6), ("100b-1x6", 100, 1, 6), ("1kb-10x24", 1024, 10, 24)],
+    # issue 37's fleet: 20 topics x 40 partitions (800) as one flow, then as 6 flows at once (MM2: the same 6 flows
+    # in its one process); remote topics created, with their leaders, before either replicator starts
+    "fleet": [("1kb-20x40", 1024, 20, 40), ("1kb-20x40-6flows", 1024, 20, 40)],
 }
+#: Flows of a suite case (1 unless named here).
+CASE_FLOWS = {"1kb-20x40-6flows": 6}
+#: Suites whose remote topics are created before each replicator starts, whatever --precreate-remotes says.
+PRECREATE_SUITES = {"fleet"}
+#: The kmirror run of pair i uses variant index PAIR_INDEX + i (its aliases `kmsrc10i`, folder, latency topic).
+PAIR_INDEX = 100
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -100,6 +119,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--soak-mm2", action="store_true", help="soak MM2 too, after kmirror, with the same load")
     p.add_argument("--soak-mm2-eos", action="store_true", help="the soaked MM2 with exactly-once source support")
     p.add_argument("--soak-sample-seconds", type=float, default=10.0, help="RSS and GC sampling interval")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="run N interleaved pairs (MM2, kmirror, MM2, kmirror, ... on the same clusters and source set); "
+        "ratios are the pairs' medians, with their min-max (default: one run of each, as before)",
+    )
+    p.add_argument(
+        "--window-seconds",
+        type=float,
+        default=WINDOW_SECONDS,
+        help="with --repeat: the shortest copy window; the source set is sized from the warm-up's rates so that "
+        "the fastest replicator copies at least this long (--records is then a floor)",
+    )
+    p.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=STALL_SECONDS,
+        help="a replicator whose records on the target do not move for this long is reported as stalled, and the "
+        "case goes on (0: wait for --phase-timeout and fail, as before)",
+    )
+    p.add_argument("--flows", type=int, default=1, help="flows copying the topics at once (split round-robin)")
+    p.add_argument("--precreate-remotes", action="store_true",
+                   help="create each run's remote topics and wait for their leaders before its replicator starts "
+                        "(always on in the fleet suite)")  # fmt: skip
     p.add_argument("--broker-heap", default="1g")
     p.add_argument("--phase-timeout", type=float, default=900, help="seconds one replicator may take to copy")
     p.add_argument("--work", type=Path, help="folder for clusters and jobs (default: a temporary one, removed)")
@@ -108,6 +152,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--plan-scale", type=Path, default=Path("benchmarks/results/plan_scale.json"),
                    help="plan_scale.py results to fold into the report when present")  # fmt: skip
     args = p.parse_args(argv)
+    if args.repeat is not None:
+        if args.repeat < 1:
+            p.error("--repeat: at least 1 pair")
+        if args.variant or args.mm2_eos:
+            p.error("--repeat runs the main MM2 and kmirror settings only (no --variant, no --mm2-eos)")
+    if args.suite in PRECREATE_SUITES:
+        args.precreate_remotes = True
     if args.out is None:
         name = "replication-soak.json" if args.soak_minutes else "replication.json"
         args.out = Path("benchmarks/results") / name
@@ -153,6 +204,9 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
         with clusters(work, args.broker_heap) as (source, target):
             print(f"[{wl.name}] clusters up ({time.monotonic() - t0:.0f}s): {source.bootstrap}, {target.bootstrap}")
             variants = parse_variants(args.kmirror_conf, args.kmirror_producer, args.variant, args.kmirror_flow)
+            if args.repeat is not None:
+                run_pairs(args, wl, work, source, target, variants[0], phases, machine, doc)
+                return
             mm2_runs = [MM2_DEFAULT, *([MM2_EOS] if args.mm2_eos else [])]
             lat_topics = [*(r.latency_topic for r in mm2_runs), *(v.latency_topic for v in variants)]
             create_topics(source, [*wl.data_topics, *lat_topics], wl.partitions)
@@ -216,15 +270,102 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
         c["steal_s"] = round(steal_seconds() - c.pop("steal_s_at_start"), 1)
         c["total_seconds"] = round(time.monotonic() - t0)
         c["machine"] = machine.summary()
-        doc["ratios"] = ratios(results)
+        doc |= case_ratios(results)
+
+
+def pair_runs(i: int, variant: Variant) -> tuple[MM2Run, Variant]:
+    """Pair i's MM2 run and kmirror variant: each with aliases, remote topics, latency topic and folder of its
+    own (`mm2src<i>`, `kmsrc<100+i>`), the main settings otherwise."""
+    mm2 = MM2Run(f"pair{i}", (f"{MM2_ALIASES[0]}{i}", f"{MM2_ALIASES[1]}{i}"))
+    return mm2, dataclasses.replace(variant, name=f"pair{i}", index=PAIR_INDEX + i)
+
+
+def run_pairs(
+    args: argparse.Namespace,
+    wl: Workload,
+    work: Path,
+    source: Cluster,
+    target: Cluster,
+    variant: Variant,
+    phases: set[str],
+    machine: Conditions,
+    doc: dict[str, Any],
+) -> None:
+    """--repeat N on started clusters: the warm-up, the source set sized for the copy window from the warm-up's
+    rates, the ceiling once, then N interleaved pairs (MM2 then kmirror), each run's remote topics deleted once it
+    is measured. A run that fails is recorded in its pair (`errors`) and the pairs go on; one that stalls is kept
+    with `stalled` (see repeat.StallWatch)."""
+    results = doc["results"]
+    names = [n for n in REPLICATORS if n in phases]
+    runs = {i: pair_runs(i, variant) for i in range(1, args.repeat + 1)}
+    latency_topics = [t for mm2, km in runs.values() for t in (mm2.latency_topic, km.latency_topic)]
+    create_topics(source, [*wl.data_topics, *latency_topics], wl.partitions)
+    warm = warmup_workload(wl, args.warmup_records)
+    rates: list[float | None] = []
+    if warm is not None and names:
+        replicators = {n: n in names for n in REPLICATORS}
+        results["broker_warmup"] = warm_brokers(args, warm, work, source, target, replicators, variant, machine)
+        print(f"[{wl.name}] brokers warmed: {json.dumps(results['broker_warmup'])}")
+        rates = [results["broker_warmup"].get(n, {}).get("records_per_s") for n in names]
+    asked = wl.records
+    wl = dataclasses.replace(wl, records=records_for_window(args.window_seconds, rates, asked, multiple=wl.topics))
+    doc["conditions"] |= {
+        "records": wl.records,
+        "records_asked": asked,
+        "repeat": args.repeat,
+        "window_seconds": args.window_seconds,
+        "window_sized_from_warmup_records_per_s": rates,
+        "stall_seconds": args.stall_seconds,
+        "flows": wl.flows,
+        "remote_topics_precreated": bool(args.precreate_remotes),
+    }
+    print(f"[{wl.name}] source set: {wl.records:,} records (asked {asked:,}; warm-up rates {rates})")
+    with machine.phase("fill"):
+        results["source_fill"] = fill_source(source, wl)
+    print(f"[{wl.name}] source loaded: {wl.records:,} records in {results['source_fill']['seconds']}s")
+    if "ceiling" in phases:
+        try:
+            with machine.phase("ceiling"):
+                results["ceiling"] = run_ceiling(source, target, wl)
+            print(f"[{wl.name}] ceiling: {json.dumps(results['ceiling'])}")
+        except Exception as exc:
+            print(f"[{wl.name}] ceiling: failed: {exc}")
+            results["ceiling_failed"] = str(exc)[:2000]
+    pairs: list[dict[str, Any]] = [{"window_seconds": args.window_seconds} for _ in range(args.repeat)]
+    results["pairs"] = pairs
+    for i, name in pair_order(args.repeat, names):
+        mm2, km = runs[i]
+        alias = mm2.aliases[0] if name == "mm2" else km.aliases[0]
+        try:
+            with machine.phase(f"{name}-{i}"):
+                if name == "mm2":
+                    result = run_mm2(work, source, target, wl, args, mm2)
+                else:
+                    result = run_kmirror(work, source, target, wl, args, km)
+        except Exception as exc:  # one failing run must not lose the other pairs
+            print(f"[{wl.name}] pair {i} {name}: failed: {exc}")
+            pairs[i - 1].setdefault("errors", {})[name] = str(exc)[:2000]
+            continue
+        finally:
+            latency = mm2.latency_topic if name == "mm2" else km.latency_topic
+            with contextlib.suppress(Exception):  # disk only: a topic left behind does not change a figure
+                delete_topics(target, [*remote_topics(alias, wl), f"{source_aliases(alias, wl.flows)[0]}.{latency}"])
+        result["pair"] = i
+        result["window_short"] = "stalled" not in result and result["copy_s"] < args.window_seconds
+        pairs[i - 1][name] = result
+        print(f"[{wl.name}] pair {i} {name}: {result['records_per_s']:,} records/s over {result['copy_s']} s, "
+              f"first record after {result['first_record_after_s']} s"
+              + (" STALLED" if "stalled" in result else ""))  # fmt: skip
 
 
 def workloads(args: argparse.Namespace) -> list[Workload]:
     if args.suite:
-        return [Workload(name, size, partitions, topics, (args.records // topics) * topics, headers=args.headers)
+        return [Workload(name, size, partitions, topics, (args.records // topics) * topics, headers=args.headers,
+                         flows=CASE_FLOWS.get(name, 1))
                 for name, size, topics, partitions in SUITES[args.suite]]  # fmt: skip
     records = (args.records // args.topics) * args.topics
-    return [Workload("run", args.record_size, args.partitions, args.topics, records, headers=args.headers)]
+    return [Workload("run", args.record_size, args.partitions, args.topics, records, headers=args.headers,
+                     flows=args.flows)]  # fmt: skip
 
 
 def write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -262,7 +403,7 @@ def rerender(args: argparse.Namespace) -> int:
         for _, run in runs_of(case.get("results", {})):
             if "curve" in run:  # reports written before the steady-state rate was added
                 run.setdefault("records_per_s_steady", steady_rate(run["curve"], run["records"]))
-        case["ratios"] = ratios(case.get("results", {}))
+        case |= case_ratios(case.get("results", {}))
     if args.plan_scale.is_file() and "soak" not in doc:
         doc["plan_scale"] = json.loads(args.plan_scale.read_text())
     args.rerender.write_text(json.dumps(doc, indent=2) + "\n")

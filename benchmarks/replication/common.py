@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,10 +40,26 @@ class Workload:
     records: int
     prefix: str = "bench.d"
     headers: int = 0
+    #: Flows replicating the set at once (the fleet case): the topics split round-robin into this many families,
+    #: one flow each (kmirror: a flow per family in one kmirror.yaml, each its own job; MM2: a source alias per
+    #: family, every flow in its one process).
+    flows: int = 1
 
     @property
     def data_topics(self) -> list[str]:
         return [f"{self.prefix}{i:02d}" for i in range(self.topics)]
+
+    def families(self) -> list[list[str]]:
+        """The data topics of each flow: topic i belongs to flow i mod `flows`."""
+        if not 1 <= self.flows <= self.topics:
+            raise ValueError(f"{self.flows} flows need 1 to {self.topics} topics each")
+        return [self.data_topics[i :: self.flows] for i in range(self.flows)]
+
+    def family_pattern(self, index: int) -> str:
+        """The regex of flow `index`'s topics (the whole set's `pattern` with one flow)."""
+        if self.flows == 1:
+            return self.pattern
+        return "(" + "|".join(t.replace(".", "[.]") for t in self.families()[index]) + ")"
 
     @property
     def per_topic(self) -> int:
@@ -95,6 +112,39 @@ def create_topics(
     futures = admin.create_topics([NewTopic(n, partitions, 1, config=config or {}) for n in names], request_timeout=60)
     for f in futures.values():
         f.result(timeout=60)
+
+
+def delete_topics(cluster: Cluster, names: Sequence[str]) -> None:
+    """Delete `names` (those that exist) and wait for the deletions: a replicator's remote topics once its run is
+    measured, so that N pairs of copies do not fill the target's disk."""
+    admin = cluster.admin()
+    existing = [t for t in names if t in admin.list_topics(timeout=10).topics]
+    if not existing:
+        return
+    for f in admin.delete_topics(existing, request_timeout=60).values():
+        with contextlib.suppress(KafkaException):
+            f.result(timeout=60)
+
+
+def await_leaders(cluster: Cluster, topics: Sequence[str], partitions: int, timeout: float = 120) -> float:
+    """Wait until every partition of `topics` (each with `partitions`) has a leader and answers for its end offset;
+    the seconds it took. Raises after `timeout`."""
+    admin = cluster.admin()
+    started = time.monotonic()
+    while True:
+        md = admin.list_topics(timeout=10)
+        ready = all(
+            (meta := md.topics.get(t)) is not None
+            and meta.error is None
+            and len(meta.partitions) == partitions
+            and all(p.leader >= 0 for p in meta.partitions.values())
+            for t in topics
+        )
+        if ready and end_offsets_by_topic(admin, topics) is not None:
+            return round(time.monotonic() - started, 1)
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"the remote topics had no leader for every partition after {timeout:.0f}s")
+        time.sleep(0.5)
 
 
 def partitions_of(admin: AdminClient, topics: Sequence[str]) -> list[TopicPartition]:

@@ -32,6 +32,7 @@ from benchmarks.replication.common import (
     SINK_PRODUCER,
     Cluster,
     Workload,
+    await_leaders,
     create_topics,
     java,
     partitions_of,
@@ -51,6 +52,7 @@ from benchmarks.replication.measure import (
     thread_cpu,
     tree,
 )
+from benchmarks.replication.repeat import StallWatch
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs, mm2_libs
 
 # -- copy timing ------------------------------------------------------------------------------------------------
@@ -71,6 +73,10 @@ class CopyTiming:
     done: float = 0.0
     first_count: int = 0
     curve: list[tuple[float, int]] = field(default_factory=list)
+    #: Set when the copy stalled (no progress for the stall watch's time): what the report says of it
+    #: (`StallWatch.report`); `done` is then the last poll at which the count moved, `final_count` the count.
+    stalled: dict[str, Any] | None = None
+    final_count: int | None = None
 
 
 #: With transactions (exactly-once), a partition's end offset also counts one commit marker per transaction, so
@@ -87,10 +93,16 @@ def watch_copy(
     *,
     stable_end: bool = False,
     stop: threading.Event | None = None,
+    stall_s: float = 0.0,
 ) -> CopyTiming:
+    """Polls the target's end offsets of `remotes` until `expected` records are there. With `stall_s` > 0, a copy
+    whose count has not moved for that long after its first record ends as stalled (`timing.stalled`) instead
+    of waiting for the timeout: MM2 4.3.1 can retry a batch forever (KAFKA-14359), and the case must still
+    report what the other replicator did."""
     admin = target.admin()
     timing = CopyTiming(time.monotonic())
     last_change = (0.0, -1)
+    stall = StallWatch(stall_s) if stall_s > 0 else None
     while True:
         if stop is not None and stop.is_set():
             raise RuntimeError("the copy watch was stopped (the replicator failed to start)")
@@ -105,6 +117,10 @@ def watch_copy(
             on_window_start()
         if count >= expected and (not stable_end or now - last_change[0] >= STABLE_FOR_S):
             timing.done = last_change[0] if stable_end else now
+            return timing
+        if stall is not None and stall.update(now, count):
+            timing.stalled = stall.report(now, expected)
+            timing.done, timing.final_count = last_change[0], count
             return timing
         if now - timing.started > timeout:
             raise RuntimeError(f"only {count:,} of {expected:,} records on the target after {timeout:.0f}s")
@@ -128,7 +144,8 @@ def summarise(
     timing: CopyTiming, expected: int, size: int, cpu: dict[str, float], cpu_at_first: dict[str, float]
 ) -> dict[str, Any]:
     window = timing.done - timing.first
-    copied = expected - timing.first_count
+    on_target = timing.final_count if timing.final_count is not None else expected
+    copied = on_target - timing.first_count
     rate = copied / window if window > 0 else float("nan")
     window_cpu = {k: round(cpu[k] - cpu_at_first[k], 2) for k in cpu}
     per_m = 1e6 / copied if copied else float("nan")
@@ -142,14 +159,15 @@ def summarise(
         "wall_s": round(timing.done - timing.started, 1),
         "records_per_s": round(rate),
         "mb_per_s": round(rate * size / 1e6, 1),
-        "records_per_s_from_first_record": round(expected / after_first) if after_first > 0 else None,
-        "records_per_s_incl_startup": round(expected / (timing.done - timing.started)),
-        "records_per_s_steady": steady_rate(timing.curve, expected),
+        "records_per_s_from_first_record": round(on_target / after_first) if after_first > 0 else None,
+        "records_per_s_incl_startup": round(on_target / (timing.done - timing.started)),
+        "records_per_s_steady": steady_rate(timing.curve, expected) if timing.stalled is None else None,
         "cpu_s_copy_window": window_cpu,
         "cpu_s_per_m_records": {k: round(v * per_m, 1) for k, v in window_cpu.items()},
         "cpu_s_per_m_records_all": round(sum(window_cpu.values()) * per_m, 1),
         "cpu_s_replicator_incl_startup": round(cpu["replicator"], 1),
         "curve": timing.curve,
+        **({"stalled": timing.stalled} if timing.stalled is not None else {}),
     }
 
 
@@ -214,6 +232,7 @@ class Watch:
     expected: int
     timeout: float
     stable_end: bool = False
+    stall_s: float = 0.0
     at_first: dict[str, float] = field(default_factory=dict)
     threads: dict[str, dict[str, float]] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -225,7 +244,7 @@ class Watch:
     def run(self) -> CopyTiming:
         return watch_copy(
             self.target, self.remotes, self.expected, self.timeout, self._on_first,
-            stable_end=self.stable_end, stop=self.stop,
+            stable_end=self.stable_end, stop=self.stop, stall_s=self.stall_s,
         )  # fmt: skip
 
     def result(self, timing: CopyTiming, size: int) -> dict[str, Any]:
@@ -340,13 +359,20 @@ def mm2_properties(
     source: Cluster, target: Cluster, args: argparse.Namespace, wl: Workload, run: MM2Run = MM2_DEFAULT
 ) -> dict[str, str]:
     s, t = run.aliases
-    lines = {
-        "clusters": f"{s},{t}",
-        f"{s}.bootstrap.servers": source.bootstrap,
+    sources = source_aliases(s, wl.flows)
+    lines = {"clusters": ",".join([*sources, t])}
+    for i, a in enumerate(sources):
+        lines |= {
+            f"{a}.bootstrap.servers": source.bootstrap,
+            f"{a}->{t}.enabled": "true",
+            f"{t}->{a}.enabled": "false",
+            f"{t}->{a}.emit.heartbeats.enabled": "false",
+        }
+        if wl.flows > 1:  # one flow per topic family, every one in this process; the latency topic in the first
+            latency = f",{run.latency_topic.replace('.', '[.]')}" if i == 0 else ""
+            lines[f"{a}->{t}.topics"] = wl.family_pattern(i) + latency
+    lines |= {
         f"{t}.bootstrap.servers": target.bootstrap,
-        f"{s}->{t}.enabled": "true",
-        f"{t}->{s}.enabled": "false",
-        f"{t}->{s}.emit.heartbeats.enabled": "false",
         "topics": f"{wl.pattern},{run.latency_topic.replace('.', '[.]')}",
         "tasks.max": str(args.mm2_tasks),
         "replication.factor": "1",
@@ -387,6 +413,36 @@ def mm2_properties(
     return lines
 
 
+def source_aliases(alias: str, flows: int) -> list[str]:
+    """The source cluster's alias for each flow: `alias` itself for one flow; `<alias>f1`.. for several (one
+    alias per flow, the same bootstrap: MM2's way to run several flows of one cluster pair in one process, and
+    the same shape for kmirror's flows)."""
+    return [alias] if flows == 1 else [f"{alias}f{i}" for i in range(1, flows + 1)]
+
+
+def remote_topics(alias: str, wl: Workload) -> list[str]:
+    """The remote data topics of a run whose source alias is `alias` (`<alias>[fN].<topic>`, flow by flow)."""
+    return [f"{a}.{t}" for a, family in zip(source_aliases(alias, wl.flows), wl.families(), strict=True)
+            for t in family]  # fmt: skip
+
+
+def precreate_remotes(target: Cluster, remotes: Sequence[str], partitions: int) -> float:
+    """Create a run's remote topics (as many partitions as their sources) and wait for every partition's leader,
+    before its replicator starts: the same for both replicators, so neither pays for (or stumbles on, as MM2 does
+    on a new remote partition: KAFKA-14359) topic creation inside its measured copy. The seconds it took."""
+    started = time.monotonic()
+    create_topics(target, list(remotes), partitions)
+    await_leaders(target, remotes, partitions)
+    return round(time.monotonic() - started, 1)
+
+
+def maybe_precreate(args: argparse.Namespace, target: Cluster, remotes: Sequence[str], wl: Workload) -> float | None:
+    """`precreate_remotes` when the run asks for it (--precreate-remotes, the fleet suite); else None."""
+    if not getattr(args, "precreate_remotes", False):
+        return None
+    return precreate_remotes(target, remotes, wl.partitions)
+
+
 def start_mm2(folder: Path, properties: dict[str, str], heap: str) -> subprocess.Popen[bytes]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "mm2.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
@@ -414,10 +470,12 @@ def run_mm2(
     work: Path, source: Cluster, target: Cluster, wl: Workload, args: argparse.Namespace, run: MM2Run = MM2_DEFAULT
 ) -> dict[str, Any]:
     s, _ = run.aliases
-    remotes = [f"{s}.{t}" for t in wl.data_topics]
+    remotes = remote_topics(s, wl)
     props = mm2_properties(source, target, args, wl, run)
     mm2_libs(KAFKA_TARGET_VERSION)  # fetched once from Maven Central: before the clock starts
-    watch = Watch(source, target, remotes, wl.records, args.phase_timeout, stable_end=run.eos)
+    precreated = maybe_precreate(args, target, [*remotes, f"{source_aliases(s, wl.flows)[0]}.{run.latency_topic}"], wl)
+    stall_s = getattr(args, "stall_seconds", 0.0)
+    watch = Watch(source, target, remotes, wl.records, args.phase_timeout, stable_end=run.eos, stall_s=stall_s)
     folder = work / ("mm2" if run.name == "default" else f"mm2-{run.name}")
     with ThreadPoolExecutor(1) as pool:
         watching = pool.submit(watch.run)
@@ -431,8 +489,15 @@ def run_mm2(
                 "heap": args.mm2_heap,
                 "exactly_once": run.eos,
                 "extra": args.mm2_prop,
+                "flows": wl.flows,
             }
             result["loadavg_after_copy"] = os.getloadavg()
+            if precreated is not None:
+                result["remote_topics_precreated_s"] = precreated
+            if "stalled" in result:
+                print(f"[{wl.name}] MM2 ({run.name}) stalled: {json.dumps(result['stalled'])}")
+                result["stall_log"] = mm2_stall_lines(folder / "mm2.log")
+                return result  # no latency run on a stalled copy
             if run.eos:
                 result["records_committed_on_target"] = count_committed(target, remotes)
             if args.latency_seconds > 0:
@@ -443,6 +508,26 @@ def run_mm2(
         finally:
             watch.stop.set()
             stop_group(proc)
+
+
+def mm2_stall_lines(log: Path, limit: int = 5) -> list[str]:
+    """The distinct WARN/ERROR lines of MM2's log about retried or failed sends (e.g. its producer retrying
+    OUT_OF_ORDER_SEQUENCE_NUMBER on a new remote partition, KAFKA-14359), at most `limit`, numbers stripped so
+    that one retry loop shows once."""
+    seen: dict[str, str] = {}
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if (" WARN " in line or " ERROR " in line) and any(
+            k in line for k in ("OUT_OF_ORDER_SEQUENCE_NUMBER", "retrying", "Retrying", "failed to send")
+        ):
+            key = "".join(ch for ch in line.split("] ", 1)[-1] if not ch.isdigit())[:200]
+            seen.setdefault(key, line[:500])
+            if len(seen) >= limit:
+                break
+    return list(seen.values())
 
 
 # -- kmirror ----------------------------------------------------------------------------------------------------
@@ -542,65 +627,90 @@ def parse_variants(
     return out
 
 
+def flow_names(flows: int) -> list[str]:
+    """The flows' names: `bench` for one flow (the reports before the fleet case), `bench1`.. for several."""
+    return ["bench"] if flows == 1 else [f"bench{i}" for i in range(1, flows + 1)]
+
+
 def kmirror_document(
     source: Cluster, target: Cluster, master: str | None, wl: Workload, variant: Variant
 ) -> dict[str, Any]:
-    """The kmirror.yaml of a variant (as a mapping; written as JSON, which YAML reads)."""
+    """The kmirror.yaml of a variant (as a mapping; written as JSON, which YAML reads): one flow per topic family
+    of the workload, each from its own alias of the source (the same bootstrap), as MM2's run has them."""
     s, t = variant.aliases
-    flow: dict[str, Any] = {
-        "name": "bench",
-        "source": s,
-        "target": t,
-        "topics": {"include": [wl.pattern, variant.latency_topic.replace(".", "[.]")]},
-        "replication": {"start_from": "earliest", "producer": variant.producer, "consumer": variant.consumer},
-        "offsets": {"offset_lag_max": 100},
-        "heartbeats": {"enabled": True, "interval": "1s"},
-    }
-    for path, value in variant.flow.items():
-        set_path(flow, path, value)
+    sources = source_aliases(s, wl.flows)
+    flows: list[dict[str, Any]] = []
+    for i, (name, alias) in enumerate(zip(flow_names(wl.flows), sources, strict=True)):
+        include = [wl.family_pattern(i), *([variant.latency_topic.replace(".", "[.]")] if i == 0 else [])]
+        flow: dict[str, Any] = {
+            "name": name,
+            "source": alias,
+            "target": t,
+            "topics": {"include": include},
+            "replication": {"start_from": "earliest", "producer": variant.producer, "consumer": variant.consumer},
+            "offsets": {"offset_lag_max": 100},
+            "heartbeats": {"enabled": True, "interval": "1s"},
+        }
+        for path, value in variant.flow.items():
+            set_path(flow, path, value)
+        flows.append(flow)
     spark: dict[str, Any] = {"deploy": "local", "checkpoint_root": "checkpoints", "conf": variant.conf}
     if variant.master or master:  # none: the job sizes its master (what a user who writes no settings gets)
         spark["master"] = variant.master or master
+    clusters = {a: {"bootstrap_servers": source.bootstrap} for a in sources}
     return {
         "version": 1,
-        "clusters": {s: {"bootstrap_servers": source.bootstrap}, t: {"bootstrap_servers": target.bootstrap}},
+        "clusters": {**clusters, t: {"bootstrap_servers": target.bootstrap}},
         "state": {"cluster": t},
         "spark": spark,
-        "flows": [flow],
+        "flows": flows,
     }
 
 
 @dataclass
 class KmirrorJob:
-    """A deployed kmirror flow (`LocalRunner.deploy`, the path `kmirror apply` takes) and how to stop it."""
+    """The deployed kmirror flows of a run (`LocalRunner.deploy`, the path `kmirror apply` takes; one job per
+    flow) and how to stop them."""
 
     runner: Any
-    flow: Any
+    flows: list[Any]
     state: Any
     folder: Path
 
     @property
+    def flow(self) -> Any:
+        """The first flow (the only one but in the fleet case): its remote topic names, its settings."""
+        return self.flows[0]
+
+    @property
     def pid(self) -> int | None:
-        job = self.runner.job("bench")
+        job = self.runner.job(self.flow.name)
         return job.pid if job is not None else None
 
     def stop(self, result: dict[str, Any] | None = None) -> None:
-        self.runner.stop("bench")
-        folder = self.runner.jobs_dir / "bench"
-        if result is not None:
-            with contextlib.suppress(OSError, ValueError):
-                status = json.loads((folder / "status.json").read_text())
-                result["job_status"] = {k: status.get(k) for k in ("batches", "records", "offset_syncs", "restarts")}
-                # The job logs a batch at INFO when it copies >= 10,000 records or takes >= 10 s.
-                result["batch_log"] = [
-                    ln.split("kmirror.job: ", 1)[-1]
-                    for ln in (folder / "driver.log").read_text(errors="replace").splitlines()
-                    if "kmirror.job: batch " in ln
-                ][-60:]
-        job = self.runner.job("bench")
-        if job is not None and job.pid is not None and job.running:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(job.pid, signal.SIGKILL)
+        statuses: dict[str, Any] = {}
+        for flow in self.flows:
+            self.runner.stop(flow.name)
+            folder = self.runner.jobs_dir / flow.name
+            if result is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    status = json.loads((folder / "status.json").read_text())
+                    keys = ("batches", "records", "offset_syncs", "restarts")
+                    statuses[flow.name] = {k: status.get(k) for k in keys}
+                if flow is self.flow:
+                    with contextlib.suppress(OSError):
+                        # The job logs a batch at INFO when it copies >= 10,000 records or takes >= 10 s.
+                        result["batch_log"] = [
+                            ln.split("kmirror.job: ", 1)[-1]
+                            for ln in (folder / "driver.log").read_text(errors="replace").splitlines()
+                            if "kmirror.job: batch " in ln
+                        ][-60:]
+            job = self.runner.job(flow.name)
+            if job is not None and job.pid is not None and job.running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(job.pid, signal.SIGKILL)
+        if result is not None and statuses:
+            result["job_status"] = statuses[self.flow.name] if len(self.flows) == 1 else statuses
 
 
 def prepare_kmirror(
@@ -618,11 +728,13 @@ def prepare_kmirror(
     (base / "kmirror.yaml").write_text(text)
     state = load_text(text).state.with_source_path(base / "kmirror.yaml")
     runner = LocalRunner(base, state.spark, root=base, stop_timeout=60, start_timeout=300)
-    return KmirrorJob(runner, state.flow("bench"), state, base)
+    return KmirrorJob(runner, [state.flow(name) for name in flow_names(wl.flows)], state, base)
 
 
 def deploy(job: KmirrorJob) -> None:
-    job.runner.deploy("bench", job.state.flow_effective_spec("bench"), job.state.flow_digest("bench"))
+    """Deploy every flow of the run, one after the other (as `kmirror apply` does)."""
+    for flow in job.flows:
+        job.runner.deploy(flow.name, job.state.flow_effective_spec(flow.name), job.state.flow_digest(flow.name))
 
 
 def run_kmirror(
@@ -630,8 +742,12 @@ def run_kmirror(
 ) -> dict[str, Any]:
     job = prepare_kmirror(work, source, target, args.spark_master, wl, variant)
     flow = job.flow
-    remotes = [flow.remote_topic(t) for t in wl.data_topics]
-    watch = Watch(source, target, remotes, wl.records, args.phase_timeout, stable_end=variant.transactional)
+    remotes = [f.remote_topic(t) for f, family in zip(job.flows, wl.families(), strict=True) for t in family]
+    precreated = maybe_precreate(args, target, [*remotes, flow.remote_topic(variant.latency_topic)], wl)
+    stall_s = getattr(args, "stall_seconds", 0.0)
+    watch = Watch(
+        source, target, remotes, wl.records, args.phase_timeout, stable_end=variant.transactional, stall_s=stall_s
+    )
     result: dict[str, Any] = {}
     with ThreadPoolExecutor(1) as pool:
         watching = pool.submit(watch.run)
@@ -659,9 +775,15 @@ def run_kmirror(
                 "consumer": dict(flow.replication.consumer),
                 "flow": variant.flow,
                 "delivery": str(getattr(flow.replication, "delivery", "at_least_once")),
-                "job_folder": str(job.runner.jobs_dir / "bench"),
+                "job_folder": str(job.runner.jobs_dir / flow.name),
+                "flows": wl.flows,
             }
             result["loadavg_after_copy"] = os.getloadavg()
+            if precreated is not None:
+                result["remote_topics_precreated_s"] = precreated
+            if "stalled" in result:
+                print(f"[{wl.name}] kmirror ({variant.name}) stalled: {json.dumps(result['stalled'])}")
+                return result  # no latency run on a stalled copy
             if variant.transactional:
                 result["records_committed_on_target"] = count_committed(target, remotes)
             if args.latency_seconds > 0:

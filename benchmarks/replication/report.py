@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.replication.repeat import REPLICATORS, judge, median_and_spread, pair_ratios, stalls_of
+
 
 def records_described(c: dict[str, Any]) -> str:
     """'1,000,000 records of 1024 B', with their headers when they carry some."""
@@ -22,6 +24,9 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 def runs_of(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The replicator runs of a result set, in table order: MM2, its variants, kmirror, its variants."""
+    if results.get("pairs"):  # --repeat: each pair's MM2 then kmirror, in the order they ran
+        return [(f"{name} #{i}", run) for i, pair in enumerate(results["pairs"], start=1)
+                for name in REPLICATORS if (run := pair.get(name))]  # fmt: skip
     runs = [("mm2", results["mm2"])] if results.get("mm2") else []
     runs += [(f"mm2 [{k}]", v) for k, v in results.get("mm2_variants", {}).items()]
     runs += [("kmirror", results["kmirror"])] if results.get("kmirror") else []
@@ -79,6 +84,26 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def case_ratios(results: dict[str, Any]) -> dict[str, Any]:
+    """The ratios of a run or suite case for its report: one run's `ratios`; with interleaved pairs (`pairs`,
+    --repeat) the medians as `ratios`, `ratios_spread` ({name: [min, max]} of the pairs' ratios),
+    `ratios_per_pair`, `goals` (judged on the median and on the worst pair) and `stalls` (a stalled pair gives no
+    ratios)."""
+    pairs = results.get("pairs")
+    if not pairs:
+        return {"ratios": ratios(results)}
+    per_pair = [pair_ratios(pair, results.get("ceiling"), ratios) for pair in pairs]
+    medians, spread = median_and_spread(per_pair)
+    return {
+        "ratios": medians,
+        "ratios_spread": spread,
+        "ratios_per_pair": per_pair,
+        "pairs_measured": sum(1 for r in per_pair if r),
+        "goals": judge(medians, spread),
+        "stalls": stalls_of(pairs),
+    }
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
@@ -116,7 +141,24 @@ def table(doc: dict[str, Any]) -> str:
         rows.append((f"mm2 [{name}] FAILED", err.splitlines()[0][:60] if err else "", "", "", "", "", "", "", ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    lines.append("ratios: " + json.dumps(doc.get("ratios", {})))
+    if r.get("pairs"):
+        lines.append(f"ratios: the median of {doc.get('pairs_measured', 0)} of {len(r['pairs'])} interleaved pairs "
+                     "(min-max of the pairs in brackets)")  # fmt: skip
+        spread = doc.get("ratios_spread", {})
+        for key, value in doc.get("ratios", {}).items():
+            lo_hi = spread.get(key)
+            lines.append(f"  {key}: {value}" + (f" [{lo_hi[0]} - {lo_hi[1]}]" if lo_hi else ""))
+        for name, g in doc.get("goals", {}).items():
+            lines.append(f"  goal {name} {g['goal']}: median {_fmt(g['median'])} (met: {_fmt(g['met_on_median'])}), "
+                         f"worst pair {_fmt(g['worst_pair'])} (met: {_fmt(g['met_on_worst_pair'])})")  # fmt: skip
+        for stall in doc.get("stalls", []):
+            lines.append(f"  STALLED: pair {stall['pair']} {stall['replicator']}: {stall['records_on_target']:,} of "
+                         f"{stall['expected']:,} records, no progress for {stall['no_progress_s']} s")  # fmt: skip
+        short = [name for name, x in runs if x.get("window_short")]
+        if short:
+            lines.append(f"  copy window under {r['pairs'][0].get('window_seconds', '?')} s: {', '.join(short)}")
+    else:
+        lines.append("ratios: " + json.dumps(doc.get("ratios", {})))
     jit = [(name, share) for name, x in runs if (share := x.get("jit_share_replicator_copy_window")) is not None]
     if jit:
         lines.append("JIT compiler threads' share of the replicator's CPU in the copy window: "
