@@ -306,7 +306,9 @@ def run_pairs(
         replicators = {n: n in names for n in REPLICATORS}
         results["broker_warmup"] = warm_brokers(args, warm, work, source, target, replicators, variant, machine)
         print(f"[{wl.name}] brokers warmed: {json.dumps(results['broker_warmup'])}")
-        rates = [results["broker_warmup"].get(n, {}).get("records_per_s") for n in names]
+        # the faster of each warm-up's copy-window and steady rates (a small set's window is mostly ramp-up)
+        rates = [max((w := results["broker_warmup"].get(n, {})).get("records_per_s") or 0,
+                     w.get("records_per_s_steady") or 0) or None for n in names]  # fmt: skip
     asked = wl.records
     wl = dataclasses.replace(wl, records=records_for_window(args.window_seconds, rates, asked, multiple=wl.topics))
     doc["conditions"] |= {

@@ -107,6 +107,8 @@ def case_ratios(results: dict[str, Any]) -> dict[str, Any]:
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)

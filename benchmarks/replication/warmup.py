@@ -67,4 +67,4 @@ def warm_brokers(
 
 
 def _brief(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: result.get(k) for k in ("records_per_s", "first_record_after_s")}
+    return {k: result.get(k) for k in ("records_per_s", "records_per_s_steady", "first_record_after_s")}
