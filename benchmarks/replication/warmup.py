@@ -67,4 +67,5 @@ def warm_brokers(
 
 
 def _brief(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: result.get(k) for k in ("records_per_s", "records_per_s_steady", "first_record_after_s")}
+    keys = ("records_per_s", "records_per_s_steady", "first_record_after_s", "stalled", "stall_log")
+    return {k: result[k] for k in keys if k in result}
