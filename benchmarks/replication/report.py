@@ -90,8 +90,12 @@ def case_ratios(results: dict[str, Any]) -> dict[str, Any]:
     `ratios_per_pair`, `goals` (judged on the median and on the worst pair) and `stalls` (a stalled pair gives no
     ratios)."""
     pairs = results.get("pairs")
-    if not pairs:
-        return {"ratios": ratios(results)}
+    if not pairs:  # one run of each: a stalled replicator's figures are left out of the ratios, and reported
+        stalled = [n for n in REPLICATORS if (results.get(n) or {}).get("stalled")]
+        if not stalled:
+            return {"ratios": ratios(results)}
+        kept = {k: v for k, v in results.items() if k not in stalled}
+        return {"ratios": ratios(kept), "stalls": [{"replicator": n, **results[n]["stalled"]} for n in stalled]}
     per_pair = [pair_ratios(pair, results.get("ceiling"), ratios) for pair in pairs]
     medians, spread = median_and_spread(per_pair)
     return {
@@ -161,6 +165,9 @@ def table(doc: dict[str, Any]) -> str:
             lines.append(f"  copy window under {r['pairs'][0].get('window_seconds', '?')} s: {', '.join(short)}")
     else:
         lines.append("ratios: " + json.dumps(doc.get("ratios", {})))
+        for stall in doc.get("stalls", []):
+            lines.append(f"STALLED: {stall['replicator']}: {stall['records_on_target']:,} of {stall['expected']:,} "
+                         f"records, no progress for {stall['no_progress_s']} s")  # fmt: skip
     jit = [(name, share) for name, x in runs if (share := x.get("jit_share_replicator_copy_window")) is not None]
     if jit:
         lines.append("JIT compiler threads' share of the replicator's CPU in the copy window: "

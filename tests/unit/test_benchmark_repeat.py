@@ -169,6 +169,16 @@ def test_a_stalled_pair_gives_no_ratios_and_is_reported() -> None:
     assert "throughput_kmirror_over_mm2: 0.9 [0.9 - 0.9]" in text
 
 
+def test_a_single_run_that_stalled_gives_no_ratio_against_the_other() -> None:
+    stalled = {"records_on_target": 79_631, "expected": 80_000, "missing": 369, "no_progress_s": 61.0}
+    results = {"mm2": _run(50_000, 20.0, 6.0, 50.0, stalled=stalled), "kmirror": _run(60_000, 18.0, 5.0, 30.0)}
+    out = case_ratios(results)
+    assert "throughput_kmirror_over_mm2" not in out["ratios"]
+    assert out["stalls"] == [{"replicator": "mm2", **stalled}]
+    doc = {"conditions": {"records": 80_000}, "results": results, **out}
+    assert "STALLED: mm2: 79,631 of 80,000 records, no progress for 61.0 s" in table(doc)
+
+
 def test_a_failed_run_leaves_its_pair_without_a_ratio_against_mm2() -> None:
     pairs = [{"mm2": _run(100_000, 20.0, 6.0, 50.0), "errors": {"kmirror": "boom"}}]
     out = case_ratios({"pairs": pairs, "ceiling": None})
