@@ -70,7 +70,7 @@ def median_and_spread(per_pair: Sequence[Mapping[str, Any]]) -> tuple[dict[str, 
     medians: dict[str, Any] = {}
     spread: dict[str, list[float]] = {}
     for key in keys:
-        values = [float(r[key]) for r in per_pair if isinstance(r.get(key), int | float) and r[key] is not None]
+        values = [r[key] for r in per_pair if isinstance(r.get(key), int | float) and not isinstance(r[key], bool)]
         if not values:
             continue
         medians[key] = round(statistics.median(values), 2)
