@@ -371,6 +371,11 @@ def mm2_properties(
         if wl.flows > 1:  # one flow per topic family, every one in this process; the latency topic in the first
             latency = f",{run.latency_topic.replace('.', '[.]')}" if i == 0 else ""
             lines[f"{a}->{t}.topics"] = wl.family_pattern(i) + latency
+            # MM2 emits heartbeats for every pair of its clusters, disabled flows too: without these it runs a
+            # herder per pair of source aliases (one cluster under several names) that fails to configure
+            for b in sources:
+                if b != a:
+                    lines |= {f"{a}->{b}.enabled": "false", f"{a}->{b}.emit.heartbeats.enabled": "false"}
     lines |= {
         f"{t}.bootstrap.servers": target.bootstrap,
         "topics": f"{wl.pattern},{run.latency_topic.replace('.', '[.]')}",

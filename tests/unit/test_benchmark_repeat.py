@@ -271,6 +271,11 @@ def test_mm2_runs_the_six_flows_in_one_process() -> None:
         assert props[f"{a}->{t}.enabled"] == "true" and props[f"{a}.bootstrap.servers"] == SOURCE.bootstrap
         assert props[f"{a}->{t}.topics"].startswith(FLEET.family_pattern(i))
     assert props[f"{aliases[0]}->{t}.topics"].endswith(mm2.latency_topic.replace(".", "[.]"))
+    # no flow, and no heartbeats, between two aliases of the one source cluster
+    for a in aliases:
+        for b in aliases:
+            if a != b:
+                assert props[f"{a}->{b}.enabled"] == props[f"{a}->{b}.emit.heartbeats.enabled"] == "false"
     remotes = remote_topics(s, FLEET)
     assert len(remotes) == 20 and f"{aliases[5]}.bench.d17" in remotes
 
