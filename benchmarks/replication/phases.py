@@ -506,9 +506,8 @@ def run_mm2(
             if run.eos:
                 result["records_committed_on_target"] = count_committed(target, remotes)
             if args.latency_seconds > 0:
-                result["latency"] = measure_latency(
-                    source, target, run.latency_topic, f"{source_aliases(s, wl.flows)[0]}.{run.latency_topic}", args, wl.record_size
-                )
+                remote = f"{source_aliases(s, wl.flows)[0]}.{run.latency_topic}"  # the first flow's
+                result["latency"] = measure_latency(source, target, run.latency_topic, remote, args, wl.record_size)
             return result
         finally:
             watch.stop.set()
