@@ -41,6 +41,9 @@ KAFKA_SOURCE_VERSION = "3.9.2"
 #: The target: the newest 4.x release whose artifacts are all on Maven Central.
 KAFKA_TARGET_VERSION = "4.3.1"
 
+#: Hadoop's test clusters behind `kmirror dev up --yarn` (the Hadoop that pyspark 4.1's client jars speak to).
+HADOOP_MINICLUSTER_VERSION = "3.4.2"
+
 _COMPLETE_MARKER = ".complete"
 #: `maven` or `ivy`: resolve every set with that resolver, lock or not (default: the set's lock when it has a
 #: current one, else Maven when on PATH, else Ivy).
@@ -72,6 +75,10 @@ def spark_kafka_set(spark_version: str) -> JarSet:
     return JarSet(f"spark-kafka-{spark_version}", ("spark-kafka",), {"spark.version": spark_version})
 
 
+def hadoop_minicluster_set(version: str = HADOOP_MINICLUSTER_VERSION) -> JarSet:
+    return JarSet(f"hadoop-minicluster-{version}", ("hadoop-minicluster",), {"hadoop.version": version})
+
+
 def known_sets(spark_version: str) -> list[JarSet]:
     """The sets kmirror fetches with pyspark `spark_version`: the ones `make lock` pins."""
     return [
@@ -79,6 +86,7 @@ def known_sets(spark_version: str) -> list[JarSet]:
         kafka_set(KAFKA_TARGET_VERSION),
         mm2_set(KAFKA_TARGET_VERSION),
         spark_kafka_set(spark_version),
+        hadoop_minicluster_set(),
     ]
 
 
@@ -94,6 +102,11 @@ def kafka_libs(version: str) -> Path:
 def mm2_libs(version: str) -> Path:
     """The folder holding Apache MirrorMaker 2 (`connect-mirror`, `connect-runtime`) and its dependencies."""
     return _ensure(mm2_set(version))
+
+
+def hadoop_minicluster_libs() -> Path:
+    """The folder holding Hadoop's MiniDFSCluster and MiniYARNCluster and their dependencies (fetched if missing)."""
+    return _ensure(hadoop_minicluster_set())
 
 
 def spark_kafka_jars() -> list[Path]:

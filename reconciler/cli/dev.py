@@ -1,4 +1,5 @@
-"""`kmirror dev up|down|status`: real local Kafka clusters (3.9 source, 4.x target) for trying kmirror."""
+"""`kmirror dev up|down|status`: real local Kafka clusters (3.9 source, 4.x target) for trying kmirror, and with
+`--yarn` a local HDFS and YARN (`devenv.yarn_local`) for `spark.deploy: yarn`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.devenv import dev_clusters, kafka_local
+from reconciler.devenv import dev_clusters, kafka_local, yarn_local
 from reconciler.devenv.kafka_local import BrokerOptions
 
 _root_option = click.option(
@@ -53,16 +54,25 @@ def dev() -> None:
     help="Also start one schema registry per cluster (Apicurio Registry, Confluent API; built with Maven once); "
     "`dev status --format json` names each one's url.",
 )
-def up(root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_registry: bool) -> None:
+@click.option(
+    "--yarn",
+    is_flag=True,
+    help="Also start a local HDFS and YARN (MiniDFSCluster + MiniYARNCluster, one NodeManager) for "
+    '`spark.deploy: yarn`; `dev status --format json` names their addresses and HADOOP_CONF_DIR under "yarn".',
+)
+def up(root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_registry: bool, yarn: bool) -> None:
     """Start both clusters (a no-op for one that already runs).
 
     \b
     Example:
       kmirror dev up && kmirror dev status --format json
       kmirror dev up --tls   # plus an mTLS listener: see "tls" in `kmirror dev status --format json`
+      kmirror dev up --yarn  # plus HDFS and YARN: see "yarn" in `kmirror dev status --format json`
     """
     root = (root or dev_clusters.dev_root()).resolve()
     started = time.monotonic()
+    if yarn:
+        _up_yarn(root)
     existing = max((len(s.brokers) for s in dev_clusters.status(root)), default=0)
     if brokers > 1 or existing > 1:  # plain `up` on a cluster of N brokers restarts its stopped ones
         if tls:
@@ -84,6 +94,12 @@ def up(root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_regi
     if schema_registry:
         _up_registries(root)
     click.echo(f"ready in {time.monotonic() - started:.1f}s; stop with `kmirror dev down`")
+
+
+def _up_yarn(root: Path) -> None:
+    cluster = yarn_local.start(root / "yarn")
+    click.echo(f"yarn    ResourceManager {cluster.resource_manager}  HDFS {cluster.hdfs}")
+    click.echo(f"{'':<7} HADOOP_CONF_DIR={cluster.hadoop_conf_dir}")
 
 
 def _up_brokers(root: Path, brokers: int, options: BrokerOptions) -> None:
@@ -175,6 +191,8 @@ def down(root: Path | None) -> None:
         if registries.stop(root / d.name):
             click.echo(f"stopped the schema registry of {d.name}")
     stopped = dev_clusters.down(root)
+    if yarn_local.stop(root / "yarn"):
+        stopped.append("yarn")
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
 
 
@@ -203,7 +221,11 @@ def status(root: Path | None, fmt: str) -> None:
         }
         _add_tls(doc, (root or dev_clusters.dev_root()).resolve())
         _add_registries(doc, (root or dev_clusters.dev_root()).resolve())
-        click.echo(json.dumps(doc, indent=2))
+        out: dict[str, object] = dict(doc)
+        yarn = _yarn_record((root or dev_clusters.dev_root()).resolve())
+        if yarn is not None:
+            out["yarn"] = yarn.status()
+        click.echo(json.dumps(out, indent=2))
         return
     from reconciler.devenv import schema_registry as registries
 
@@ -214,6 +236,15 @@ def status(root: Path | None, fmt: str) -> None:
         if registry:
             up = click.style("running", fg="green") if registry["running"] else click.style("stopped", fg="yellow")
             click.echo(f"{'':<7} schema registry {registry['url']}  {up}")
+    yarn = _yarn_record((root or dev_clusters.dev_root()).resolve())
+    if yarn is not None:
+        state = click.style("running", fg="green") if yarn.running else click.style("stopped", fg="yellow")
+        click.echo(f"{'yarn':<7} {yarn.resource_manager} {yarn.hdfs} {state}")
+
+
+def _yarn_record(root: Path) -> yarn_local.YarnCluster | None:
+    """The local HDFS + YARN of `dev up --yarn`, if it was started (and has not been stopped since)."""
+    return yarn_local.read_record(root / "yarn")
 
 
 def _add_tls(doc: dict[str, dict[str, dict[str, object]]], root: Path) -> None:
