@@ -54,6 +54,8 @@ class FlowStatus:
     seconds_since_last_batch: float | None = None
     heartbeat_age_ms: int | None = None
     metrics_url: str | None = None
+    #: deploy yarn: the application id the ResourceManager knows the job by.
+    application: str | None = None
     lag_total: int | None = None
     lag: dict[str, dict[str, int]] = field(default_factory=dict)
     verdict: str = ""
@@ -183,6 +185,8 @@ def _job_info(desired: DesiredState, flow: str, deployments: dict[str, dict[str,
     info["fenced_writers"] = int(data.get("fenced_writers") or 0)
     info["superseded_by"] = data.get("superseded_by") or None
     info["checkpoint"] = job.checkpoint
+    if (deployments.get(flow) or {}).get("runner") == "yarn":
+        info["application"] = job.app_id
     for key in ("mode", "mode_reason", "task_slots", "delivery"):
         if data.get(key) is not None:
             info[key] = data.get(key)

@@ -97,7 +97,8 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
     out: list[str] = []
     for s in statuses:
         state = click.style(s.job_state, fg="green" if s.running else "red") if color else s.job_state
-        out.append(f"flow {s.flow}  {s.source} -> {s.target}  job: {state} ({s.runner})")
+        where = f"{s.runner} {s.application}" if s.application else s.runner
+        out.append(f"flow {s.flow}  {s.source} -> {s.target}  job: {state} ({where})")
         facts = []
         if s.records is not None:
             facts.append(f"{s.records:,} records copied")

@@ -10,7 +10,8 @@ finds the same job:
 - the job's folder (`JobFolder`: spec, status, runner record, stop request, driver log): for the local runner on
   this host, under `$KMIRROR_HOME` (default `~/.local/state/kmirror`) `/jobs/<state topic>/<flow>`; for the
   standalone runner beside the checkpoint, `<checkpoint_root>/<state topic>/<flow>`, on the filesystem the
-  workers and every machine that runs kmirror share.
+  workers and every machine that runs kmirror share; for the YARN runner beside the checkpoint on HDFS
+  (`<checkpoint_root>/<state topic>/<flow>`, a URI: `yarn_folder`).
 
 What apply deployed (runner, the runner's id of the job, digest, checkpoint, folder) is recorded in the state
 topic as well; these paths are what a new deployment uses.
@@ -102,6 +103,12 @@ class CheckpointRoot:
         return None if self.path is None else JobFolder(self.path / state_topic / flow)
 
 
+def yarn_folder(root: CheckpointRoot, state_topic: str, flow: str) -> str:
+    """The YARN runner's folder of `flow`'s job: a URI beside its checkpoint (spec.json, status.json, runner.json,
+    stop.request)."""
+    return f"{root.uri}/{state_topic}/{flow}"
+
+
 def checkpoint_root_problem(text: str, deploy: str) -> str | None:
     """Why `spark.checkpoint_root` cannot serve `spark.deploy`, or None.
 
@@ -110,10 +117,17 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
     workers and the machines running kmirror share. The job's spec, status and log sit beside the checkpoint, so
     a root the CLI cannot read as files (`hdfs:`, `s3a:`) serves the local runner only, for now.
     """
-    if deploy != "standalone":
-        return None
     match = _URI.match(text)
     scheme = match.group(1).lower() if match is not None and len(match.group(1)) > 1 else None
+    if deploy == "yarn" and scheme != "hdfs":
+        return (
+            f"checkpoint_root {text!r}: with deploy 'yarn' the driver runs in a YARN container and kmirror keeps each "
+            "job's spec, status and stop request beside its checkpoint on HDFS (read through WebHDFS); give an "
+            "hdfs:// URI (e.g. hdfs://namenode:8020/kmirror/checkpoints). s3a:, gs: and abfs: roots are not "
+            "supported with deploy 'yarn' yet"
+        )
+    if deploy != "standalone":
+        return None
     if scheme is None and not Path(text).expanduser().is_absolute():
         return (
             f"checkpoint_root {text!r} is relative, but with deploy 'standalone' the driver runs on a worker and "

@@ -2,9 +2,10 @@
 
 `runner_for(desired, deployments)` gives the executor and the planner one `FlowRunners`: it deploys with the
 runner `spark.deploy` names (`local.py`: a spark-submit on this machine; `standalone.py`: a driver on a Spark
-standalone cluster) and stops and reports each flow with the runner that deployed it, as recorded in the state
-topic (a flow moved from one to the other is stopped where it ran). `deployments` is what the state topic
-recorded per flow (the `deployment` of each `job/<flow>` record); no runner reads anything of the checkout.
+standalone cluster; `yarn.py`: a cluster-mode application on YARN) and stops and reports each flow with the
+runner that deployed it, as recorded in the state topic (a flow moved from one to another is stopped where it ran).
+`deployments` is what the state topic recorded per flow (the `deployment` of each `job/<flow>` record); no runner
+reads anything of the checkout.
 
 The job itself (what runs inside the Spark driver) is `reconciler.replication`; the two meet only in
 `reconciler.jobcontract`.
@@ -25,9 +26,10 @@ from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import JobRunnerError, checkpoint_for
 from reconciler.runners.local import LocalJob, LocalRunner
 from reconciler.runners.standalone import StandaloneJob, StandaloneRunner
+from reconciler.runners.yarn import YarnJob, YarnRunner
 from reconciler.spec.models import DesiredState, SparkSpec
 
-Runner = LocalRunner | StandaloneRunner
+Runner = LocalRunner | StandaloneRunner | YarnRunner
 
 __all__ = [
     "FlowRunners",
@@ -36,6 +38,8 @@ __all__ = [
     "LocalRunner",
     "StandaloneJob",
     "StandaloneRunner",
+    "YarnJob",
+    "YarnRunner",
     "runner_for",
 ]
 
@@ -107,7 +111,7 @@ class FlowRunners:
                     jobs[flow] = info
         return JobStatus(jobs, ephemeral_host=ephemeral)
 
-    def job(self, flow: str) -> LocalJob | StandaloneJob | None:
+    def job(self, flow: str) -> LocalJob | StandaloneJob | YarnJob | None:
         return self._runner_of(flow).job(flow)
 
     def _runner_of(self, flow: str) -> Runner:
@@ -124,6 +128,14 @@ class FlowRunners:
                 rest_url=str(rest or "http://unknown:6066"),
                 checkpoint_root=str(record.get("folder") or "/unknown"),
             )
+        elif kind == "yarn":
+            folder = str(record.get("folder") or "hdfs://unknown/unknown")
+            spark = SparkSpec(
+                deploy="yarn",
+                master="yarn",
+                hadoop_conf_dir=str(record.get("hadoop_conf_dir") or "") or spark.hadoop_conf_dir,
+                checkpoint_root=folder if folder.startswith("hdfs:") else "hdfs://unknown/unknown",
+            )
         else:
             spark = SparkSpec(checkpoint_root=spark.checkpoint_root)
         return self._make(kind, spark, {flow: record})
@@ -136,6 +148,8 @@ class FlowRunners:
             return LocalRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
         if kind == "standalone":
             return StandaloneRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
+        if kind == "yarn":
+            return YarnRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
         raise JobRunnerError(f"spark.deploy '{kind}' runs no job, so it has no job runner")
 
 

@@ -114,15 +114,17 @@ def _require_positive_whole(conf: Mapping[str, Any], key: str, must: str, meanin
 class SparkSpec(SpecModel):
     """How the replication jobs run."""
 
-    deploy: Literal["local", "standalone", "none"] = Field(
+    deploy: Literal["local", "standalone", "yarn", "none"] = Field(
         default="local",
         description="local: a detached spark-submit on this machine; standalone: a Spark standalone cluster; "
+        "yarn: a cluster-mode application on a YARN ResourceManager (HADOOP_CONF_DIR or hadoop_conf_dir); "
         "none: kmirror runs no replication job (it manages topics, configs, ACLs and offsets only, e.g. while "
         "another tool such as MM2 copies the records).",
     )
     master: str | None = Field(
         default=None,
-        description="spark://host:port for deploy=standalone; for deploy=local, local[N], or left out: the job sizes "
+        description="spark://host:port for deploy=standalone; yarn (or left out) for deploy=yarn; for deploy=local, "
+        "local[N], or left out: the job sizes "
         "local[N] itself, two task slots per real-time task (spark.kmirror.realtimeTasks, default 2; one per "
         "source partition when there are fewer; real-time mode needs one slot per task).",
     )
@@ -143,12 +145,20 @@ class SparkSpec(SpecModel):
         "status and log sit beside the checkpoints). A relative path is taken from this file's folder (deploy "
         "'local' only).",
     )
+    hadoop_conf_dir: str | None = Field(
+        default=None,
+        description="deploy=yarn: the Hadoop client configuration folder (core-site.xml, hdfs-site.xml, "
+        "yarn-site.xml: the ResourceManager and NameNode addresses); left out, $HADOOP_CONF_DIR. A relative path is "
+        "taken from this file's folder.",
+    )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
 
     @model_validator(mode="after")
     def _master_matches_deploy(self) -> SparkSpec:
         if self.deploy == "local" and self.master is not None and not self.master.startswith("local"):
             raise ValueError(f"deploy 'local' needs master 'local[N]' (or none: kmirror sizes it), got {self.master!r}")
+        if self.deploy == "yarn" and self.master not in (None, "yarn"):
+            raise ValueError(f"deploy 'yarn' needs master 'yarn' (or none), got {self.master!r}")
         if self.deploy == "standalone" and not (self.master or "").startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
         problem = checkpoint_root_problem(self.checkpoint_root, self.deploy)
