@@ -120,6 +120,8 @@ def plan_jobs(
 
         placement = placement_of(desired, flow, live)
         where = f"; {placement.describe()}" if placement is not None else ""
+        if desired.spark.deploy == "yarn":  # where the job runs: the ResourceManager of the Hadoop configuration
+            where += f"; runs on YARN as a cluster-mode application, checkpoint on {desired.spark.checkpoint_root}"
 
         def change(action: Action, operation: JobOperation, reason: str, moved_from: str | None = None) -> JobChange:
             after = JobForm(
