@@ -51,10 +51,10 @@ from typing import Any
 
 from reconciler.artifacts import job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
+from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
 from reconciler.jobcontract.spec import JobSpec
-from reconciler.jobcontract.status import read_report
-from reconciler.plan.inputs import JobInfo, JobStatus
+from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.plan.inputs import JobStatus
+from reconciler.resources.job_status import JobStatus
 from reconciler.runners import JobRunnerError, runner_for
 from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.yarn import YarnRunner

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from reconciler import operations
+from reconciler.app import operations
 from reconciler.devenv import yarn_local
 from reconciler.devenv.yarn_local import YarnCluster
 from reconciler.plan.definition import Plan
