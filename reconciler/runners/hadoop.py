@@ -124,6 +124,16 @@ class HadoopClient:
         except (OSError, ValueError, KeyError) as exc:
             raise JobRunnerError(f"WebHDFS could not write {uri}: {exc}") from None
 
+    def rename(self, uri: str, to: str) -> None:
+        """Rename within the filesystem (atomic on HDFS): readers see no half-written file."""
+        destination = urllib.parse.urlsplit(to).path
+        try:
+            with self._open("PUT", uri, "RENAME", destination=destination) as resp:
+                if not json.loads(resp.read()).get("boolean"):
+                    raise JobRunnerError(f"WebHDFS could not rename {uri} to {to}")
+        except urllib.error.HTTPError as exc:
+            raise JobRunnerError(f"WebHDFS could not rename {uri}: HTTP {exc.code} {_message(exc)}") from None
+
     def mkdirs(self, uri: str) -> None:
         try:
             with self._open("PUT", uri, "MKDIRS", permission="700"):

@@ -21,10 +21,12 @@ attempts), plus the job's status.json. Stop is graceful: the runner writes `stop
 sends the job SIGTERM, the job finishes the batch in flight and exits 0 (FINISHED/SUCCEEDED, no new attempt);
 after `stop_timeout` (or when the application has no driver yet) the runner kills it through the RM.
 
-The job's Python: `spark.pyspark.python` is this interpreter (`sys.executable`) unless `spark.conf` says otherwise,
-and Spark's own jars are taken from this machine's driver home (`spark.yarn.jars=local:...`): both must exist at the
-same path on every NodeManager (true on one machine, and on a cluster image built for it). On a cluster without
-them, set `spark.archives` (a packed environment) and `spark.yarn.archive` in `spark.conf`.
+The job's Python: the packed environment (`artifacts.job_env`, built once per kmirror version and install), uploaded
+once to `<checkpoint_root>/_kmirror/envs/` and shipped as `spark.archives`; its `bin/python` (a link to the same
+base interpreter, which the nodes need at the same path) runs the driver and the executors, so no node needs
+kmirror. A `spark.conf` with `spark.archives` or `spark.pyspark.python` manages the environment itself. Spark's own
+jars are taken from this machine's driver home (`spark.yarn.jars=local:...`, nothing uploaded), which the
+NodeManagers need at the same path unless `spark.conf` sets `spark.yarn.archive`.
 
 Secrets: nothing resolved is put in the submission (YARN keeps an application's launch context and shows its
 environment). The driver resolves `${env:..}` from its container's environment and `${file:..}` from the
@@ -51,6 +53,7 @@ from typing import Any
 
 from reconciler.artifacts import job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
+from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
 from reconciler.jobcontract.spec import JobSpec
@@ -75,6 +78,8 @@ ENTRY = Path(__file__).parents[1] / "replication" / "yarn_entry.py"
 _APP_ID = re.compile(r"\b(application_\d+_\d+)\b")
 #: The driver's JVM log configuration, shipped with the application (`--files`), read from the container's folder.
 _LOG4J = "kmirror-log4j2.properties"
+#: Where YARN unpacks the job's environment in each container (`spark.archives` ...#kmirror-env).
+_ENV_DIR = "kmirror-env"
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,7 @@ class YarnRunner:
             local.status.unlink()
         self.hadoop.write(f"{remote}/spec.json", local.spec.read_bytes())
         props = self.properties(flow, spark)
+        env_uri = self._job_environment(root, props)
         write_properties(local.path / "spark.properties", props)
         home = driver_home()
         cmd = [
@@ -200,7 +206,7 @@ class YarnRunner:
             **spark_env(home, self.python),
             "HADOOP_CONF_DIR": str(self.conf_dir),
             # pyspark comes with the interpreter the job runs (spark.pyspark.python), not as a zip uploaded per app
-            "PYSPARK_ARCHIVES_PATH": f"local:{_site_packages()}",
+            "PYSPARK_ARCHIVES_PATH": _pyspark_archives(),
         }
         env.pop("YARN_CONF_DIR", None)
         submit_log = local.path / "submit.log"
@@ -238,6 +244,7 @@ class YarnRunner:
             "eos_flow": job_spec.eos_name,
             "generation": job_spec.generation,
             "started_at": started,
+            **({"job_environment": env_uri} if env_uri else {}),
         }
         self.hadoop.write(f"{remote}/runner.json", json.dumps(record, indent=2, sort_keys=True).encode())
         write_json(local.runner, record)
@@ -354,6 +361,22 @@ class YarnRunner:
         )
         return props
 
+    def _job_environment(self, root: CheckpointRoot, props: dict[str, str]) -> str | None:
+        """Ship the job's Python environment with the application: the packed archive (`artifacts.job_env`, built
+        once per kmirror version and install), uploaded once beside the checkpoints, as `spark.archives`; its
+        interpreter runs the driver and the executors. Left alone when `spark.conf` manages the environment itself
+        (`spark.archives` or `spark.pyspark.python`). The archive's HDFS URI, or None."""
+        if self.spark.conf.get("spark.archives") is not None or self.spark.conf.get("spark.pyspark.python"):
+            return None
+        archive, _built = job_env_archive()
+        uri = f"{root.uri}/_kmirror/envs/{archive.parent.name}/{archive.name}"
+        if not self.hadoop.exists(uri):
+            self.hadoop.write(f"{uri}.tmp", archive.read_bytes())
+            self.hadoop.rename(f"{uri}.tmp", uri)
+        props["spark.archives"] = f"{uri}#{_ENV_DIR}"
+        props["spark.pyspark.python"] = props["spark.pyspark.driver.python"] = f"./{_ENV_DIR}/bin/python"
+        return uri
+
     def _previous(self, flow: str) -> dict[str, Any]:
         """The flow's last deployment: as the state topic recorded it, else as its folder on HDFS has it (an
         application submitted by an apply that was killed before it could record it)."""
@@ -415,10 +438,15 @@ def read_report_remote(hadoop: HadoopClient, folder: str) -> dict[str, Any]:
     return report if isinstance(report, dict) else {}
 
 
-def _site_packages() -> Path:
+def _pyspark_archives() -> str:
+    """PYSPARK_ARCHIVES_PATH: pyspark's own zips at `local:` paths, so spark-submit uploads none per application
+    (Spark requires the setting, or a pyspark.zip in SPARK_HOME); a node without them uses the packed environment's
+    pyspark (the same version)."""
     import pyspark
 
-    return Path(pyspark.__file__).parent.parent
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = sorted(lib.glob("*.zip")) or [Path(pyspark.__file__).parent.parent]
+    return ",".join(f"local:{z}" for z in zips)
 
 
 def _detail(job: YarnJob) -> str:

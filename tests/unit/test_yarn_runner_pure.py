@@ -3,10 +3,13 @@ settings it submits with (no resolved secret), and the plan's job row. No JVM, n
 
 from __future__ import annotations
 
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from reconciler.artifacts.job_env import job_distributions, job_env_archive
 from reconciler.resources.job_status import JobStatus
 from reconciler.runners import JobRunnerError, runner_for
 from reconciler.runners.hadoop import HadoopClient
@@ -113,3 +116,23 @@ def test_the_plan_says_the_job_runs_on_yarn() -> None:
     assert rows and all(
         "runs on YARN as a cluster-mode application, checkpoint on hdfs://nn:8020/k" in c.reason for c in rows
     )
+
+
+def test_the_packed_job_environment_holds_what_the_job_imports_and_no_dev_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = {d.metadata["Name"].lower().replace("_", "-") for d in job_distributions()}
+    assert {"pyspark", "confluent-kafka", "pydantic", "click", "py4j"} <= names, names
+    assert not names & {"pytest", "mypy", "ruff", "matplotlib", "hypothesis"}, names
+    monkeypatch.setenv("KMIRROR_CACHE", str(tmp_path / "cache"))
+    archive, built = job_env_archive()
+    assert built is not None and job_env_archive() == (archive, None)  # built once, then cached
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert members["bin/python"].issym() and members["bin/python"].linkname == sys._base_executable  # type: ignore[attr-defined]
+    assert "pyvenv.cfg" in members
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    assert f"{site}/reconciler/replication/yarn_entry.py" in members  # kmirror's own code, copied
+    assert f"{site}/pyspark/__init__.py" in members
+    assert not any(name.startswith(f"{site}/pyspark/jars/") for name in members)  # Spark's jars: spark.yarn.jars
+    assert not any("__editable__" in name for name in members)

@@ -1,14 +1,14 @@
 """`spark.deploy: yarn` end to end: apply runs the replication job as a cluster-mode application on a real YARN
 (MiniYARNCluster, one NodeManager) with its checkpoint and side files on a real HDFS (MiniDFSCluster), both started
-the way `kmirror dev up --yarn` starts them, on the session's Kafka 3.9 source and 4.x target, with the real
-spark-submit.
+the way `kmirror dev up --yarn` starts them (and `kmirror dev status --format json` names them), on the session's
+Kafka 3.9 source and 4.x target, with the real spark-submit.
 
-An application takes 20-80 s to start on a busy 2-core machine, so one deployment serves the module, in file
+An application takes 20-140 s to start on a busy 2-core machine, so one deployment serves the module, in file
 order: apply deploys the flow (every record counted on the target; the checkpoint, spec and status sit on HDFS;
-the ResourceManager runs the application); a fresh checkout plans 0 changes and `kmirror status` shows the
-application; the ApplicationMaster's JVM killed with SIGKILL is replaced by YARN's next attempt, which resumes from
-the HDFS checkpoint with nothing lost, without an apply; the flow disabled stops it gracefully (FINISHED,
-SUCCEEDED, no kill).
+the ResourceManager runs the application; the driver runs the packed environment's interpreter); a fresh checkout
+plans 0 changes and `kmirror status` shows the application; the ApplicationMaster's JVM killed with SIGKILL is
+replaced by YARN's next attempt, which resumes from the HDFS checkpoint with nothing lost, without an apply; the
+flow disabled stops it gracefully (FINISHED, SUCCEEDED, no kill).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import pytest
 from confluent_kafka import Producer
 
 from reconciler.app import operations
+from reconciler.artifacts.job_env import job_env_archive
 from reconciler.devenv import yarn_local
 from reconciler.devenv.yarn_local import YarnCluster
 from reconciler.plan.definition import Plan
@@ -53,7 +54,7 @@ FLOW = "yarnflow"
 
 @pytest.fixture(scope="module")
 def hadoop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YarnCluster]:
-    home = tmp_path_factory.mktemp("minihadoop")
+    home = tmp_path_factory.mktemp("dev-root") / "yarn"  # where `kmirror dev up --yarn --root ROOT` puts it
     started = time.monotonic()
     cluster = yarn_local.start(home)
     print(f"yarn: MiniDFSCluster + MiniYARNCluster up in {time.monotonic() - started:.1f}s")
@@ -147,6 +148,18 @@ def kmirror(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_dev_status_names_the_local_hadoop(hadoop: YarnCluster, tmp_path: Path) -> None:
+    """The contract of `kmirror dev status --format json` (../shared/DESIGN.md): a "yarn" object."""
+    root = Path(hadoop.home).parent
+    result = kmirror("dev", "status", "--root", str(root), "--format", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    yarn = json.loads(result.stdout)["yarn"]
+    assert yarn["resource_manager"] == hadoop.resource_manager and yarn["resource_manager"].startswith("http://")
+    assert yarn["hdfs"] == hadoop.hdfs and yarn["hdfs"].startswith("hdfs://")
+    assert yarn["hadoop_conf_dir"] == hadoop.hadoop_conf_dir and yarn["running"] is True
+    assert (Path(yarn["hadoop_conf_dir"]) / "yarn-site.xml").is_file()
+
+
 def test_apply_deploys_the_flow_to_yarn_with_its_checkpoint_on_hdfs(setup: Setup) -> None:
     desired = setup.write()
     topic = f"{setup.prefix}.orders"
@@ -202,6 +215,14 @@ def test_apply_deploys_the_flow_to_yarn_with_its_checkpoint_on_hdfs(setup: Setup
     status = json.loads(client.read(f"{job.remote_folder}/status.json") or b"{}")
     assert status.get("state") == "running" and status.get("app_id") == job.app_id, status
     assert json.loads(client.read(f"{job.remote_folder}/spec.json") or b"{}").get("digest") == desired.flow_digest(FLOW)
+    # The job carries its own Python: the packed environment, uploaded once beside the checkpoints, unpacked by YARN
+    # in the driver's container, whose interpreter runs the job (not this machine's venv).
+    environment = deployment.get("job_environment")
+    assert isinstance(environment, str) and environment.startswith(setup.hadoop.hdfs) and client.exists(environment)
+    python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+    assert python.endswith("kmirror-env/bin/python") and not python.startswith(sys.prefix), python
+    archive, _ = job_env_archive()
+    print(f"yarn: the job's environment archive is {archive.stat().st_size / 1e6:.1f} MB ({environment})")
     info = operations.job_status(desired, setup.runner(desired)).jobs[FLOW]
     assert info.running and info.runner == "yarn" and info.spec_digest == desired.flow_digest(FLOW)
     assert job.app_id in info.detail and "RUNNING" in info.detail, info.detail
