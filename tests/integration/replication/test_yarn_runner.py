@@ -7,8 +7,9 @@ An application takes 20-140 s to start on a busy 2-core machine, so one deployme
 order: apply deploys the flow (every record counted on the target; the checkpoint, spec and status sit on HDFS;
 the ResourceManager runs the application; the driver runs the packed environment's interpreter); a fresh checkout
 plans 0 changes and `kmirror status` shows the application; the ApplicationMaster's JVM killed with SIGKILL is
-replaced by YARN's next attempt, which resumes from the HDFS checkpoint with nothing lost, without an apply; the
-flow disabled stops it gracefully (FINISHED, SUCCEEDED, no kill).
+replaced by YARN's next attempt, which resumes from the HDFS checkpoint with nothing lost, without an apply; a spec
+change redeploys gracefully mid-stream (a new application; the old one FINISHED, SUCCEEDED; nothing lost, no
+duplicate); the flow disabled stops it gracefully (FINISHED, SUCCEEDED, no kill).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Setup:
     def client(self) -> HadoopClient:
         return HadoopClient.from_conf_dir(Path(self.hadoop.hadoop_conf_dir))
 
-    def write(self, *, enabled: bool = True) -> DesiredState:
+    def write(self, *, enabled: bool = True, heartbeat: str = "1s") -> DesiredState:
         (self.base / "kmirror.yaml").write_text(f"""
 version: 1
 clusters:
@@ -105,7 +106,7 @@ flows:
     target: t{self.tag}
     topics: {{include: ["{self.prefix}\\\\..*"]}}
     sync: {{acls: false, group_offsets: false}}
-    heartbeats: {{enabled: true, interval: 1s}}
+    heartbeats: {{enabled: true, interval: {heartbeat}}}
 """)
         return load_desired_state(self.base / "kmirror.yaml")
 
@@ -163,7 +164,7 @@ def test_dev_status_names_the_local_hadoop(hadoop: YarnCluster, tmp_path: Path) 
 def test_apply_deploys_the_flow_to_yarn_with_its_checkpoint_on_hdfs(setup: Setup) -> None:
     desired = setup.write()
     topic = f"{setup.prefix}.orders"
-    for name in (topic, f"{setup.prefix}.killed"):
+    for name in (topic, f"{setup.prefix}.killed", f"{setup.prefix}.moving"):
         create_topic(setup.source, name, 2)
     producer = Producer(setup.source.config())
     for i in range(300):
@@ -279,11 +280,35 @@ def test_the_application_master_killed_is_replaced_by_yarn_and_resumes_from_hdfs
     print(f"yarn kill -9 of the AM, next attempt: {total} records, none lost, {duplicates} duplicates")
 
 
+def test_a_spec_change_redeploys_gracefully_with_nothing_lost(setup: Setup) -> None:
+    desired = load_desired_state(setup.base / "kmirror.yaml")
+    before = setup.job(desired)
+    assert before.app_id is not None
+    topic = f"{setup.prefix}.moving"
+    remote = setup.remote(desired, topic)
+    with SequenceProducer(setup.source, topic, 2, per_round=40) as seq:
+        wait_for("the job to copy some records", lambda: seq.copied(setup.target, remote) > 200, timeout=180)
+        changed = setup.write(heartbeat="2s")
+        assert job_change(operations.make_plan(changed)) == ("replace", "redeploy")
+        started = time.monotonic()
+        result = operations.apply(changed)
+        assert result is not None and not result.failed, result.failed if result else None
+        print(f"yarn: redeploy (graceful stop + a new application running) took {time.monotonic() - started:.1f}s")
+        after = setup.job(changed)
+        assert after.running and after.app_id != before.app_id and after.digest == changed.flow_digest(FLOW)
+        time.sleep(3)
+    old = setup.client.application(before.app_id)
+    assert old is not None and (old["state"], old["finalStatus"]) == ("FINISHED", "SUCCEEDED"), old
+    total, duplicates = seq.check(setup.target, remote, timeout=240)
+    print(f"yarn redeploy mid-stream: {total} records, none lost, {duplicates} duplicates")
+    assert duplicates == 0, "a graceful stop finishes its batch and writes nothing after it"
+
+
 def test_a_disabled_flow_stops_its_application_gracefully(setup: Setup) -> None:
     desired = load_desired_state(setup.base / "kmirror.yaml")
     job = setup.job(desired)
     assert job.app_id is not None
-    disabled = setup.write(enabled=False)
+    disabled = setup.write(enabled=False, heartbeat="2s")
     assert job_change(operations.make_plan(disabled)) == ("delete", "")
     started = time.monotonic()
     result = operations.apply(disabled)
