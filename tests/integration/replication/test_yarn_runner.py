@@ -139,7 +139,7 @@ def setup(
 def job_change(plan: Plan) -> tuple[str, str] | None:
     for c in plan.changes:
         if c.address == f"job/{FLOW}":
-            return c.action.value, (c.after or {}).get("operation", "")
+            return c.action.value, c.after.model_dump(mode="json").get("operation", "") if c.after else ""
     return None
 
 
