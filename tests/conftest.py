@@ -37,7 +37,7 @@ _LONG_GROUPS = (
     "release",
     "faults-eos",
     "tests/integration/replication/test_standalone_runner.py",  # about 4-5 minutes
-    "tests/integration/replication/test_yarn_runner.py",  # about 4-6 minutes: MiniYARN + MiniDFS (2026-11-27)
+    "tests/integration/replication/test_yarn_runner.py",  # about 6-10 minutes: MiniYARN + MiniDFS (2026-11-27)
     "tests/integration/replication/test_exactly_once_job.py",  # about 5-6 minutes (2026-11-27)
     "tests/integration/replication/test_realtime_mode.py",
     "tests/integration/replication/test_job_truth.py",
