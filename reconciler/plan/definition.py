@@ -127,7 +127,7 @@ ResourceChange = Annotated[
     Field(discriminator="kind"),
 ]
 AnyChange = TopicChange | InternalTopicChange | AclChange | QuotaChange | SchemaChange | JobChange | GroupOffsetsChange
-_CHANGE: TypeAdapter[AnyChange] = TypeAdapter(ResourceChange)  # type: ignore[arg-type]  # an Annotated union
+_CHANGE: TypeAdapter[AnyChange] = TypeAdapter(ResourceChange)  # type: ignore[arg-type, unused-ignore]  # Annotated union
 
 
 def change_of(**fields: Any) -> AnyChange:
