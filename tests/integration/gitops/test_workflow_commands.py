@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.plan.definition import FORMAT_VERSION
 from reconciler.render.markdown import MARKER
 from tests.conftest import KafkaCluster
 from tests.integration.plan.harness import World, create_topics, describe, new_world, set_config
@@ -127,7 +128,7 @@ def test_pull_request_merge_and_drift_on_real_clusters(world: World, request: py
     assert "| **Total** |" in markdown
     assert f"topic/{world.dst}/{world.remote(orders)}" in markdown
     saved = json.loads((runner.temp / "kmirror-plan.json").read_text())
-    assert saved["format_version"] == 1 and saved["summary"]["create"] >= 1
+    assert saved["format_version"] == FORMAT_VERSION and saved["summary"]["create"] >= 1
     assert saved["digest"].startswith("hmac-sha256:") and "Unsealed" not in markdown  # sealed with the secret
     _stop_jobs_after(request, world, saved)
     (comment,) = pr.comments

@@ -36,7 +36,7 @@ from confluent_kafka import Producer
 from reconciler.app import operations
 from reconciler.devenv import spark_standalone
 from reconciler.devenv.spark_standalone import StandaloneCluster
-from reconciler.plan.definition import Plan
+from reconciler.plan.definition import JobChange, Plan
 from reconciler.runners import FlowRunners, JobRunnerError
 from reconciler.runners.rest import RestClient
 from reconciler.runners.standalone import StandaloneJob
@@ -153,7 +153,7 @@ def job_change(plan: Plan) -> tuple[str, str] | None:
     """(action, operation) of the plan's job/<flow> change, None if it has none."""
     for c in plan.changes:
         if c.address == f"job/{FLOW}":
-            return c.action.value, c.after.model_dump(mode="json").get("operation", "")
+            return c.action.value, c.after.operation if isinstance(c, JobChange) and c.after else ""
     return None
 
 
