@@ -12,14 +12,14 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
-from reconciler.resources.job_status import JobInfo
+from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.spec.models import SparkSpec
 from reconciler.spec.secrets import SecretRef
 
@@ -122,6 +122,19 @@ class ReportedJob(Protocol):
     def error(self) -> str | None: ...
     @property
     def checkpoint(self) -> str | None: ...
+
+
+def collect_status(flows: Iterable[str], info: Callable[[str], JobInfo | None]) -> JobStatus:
+    """The planner's view of a runner's jobs: each flow's `info`; not known at all when the runner cannot be asked."""
+    jobs = {}
+    try:
+        for flow in flows:
+            found = info(flow)
+            if found is not None:
+                jobs[flow] = found
+    except JobRunnerError:
+        return JobStatus(known=False)
+    return JobStatus(jobs)
 
 
 def job_info(

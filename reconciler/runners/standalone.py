@@ -51,6 +51,7 @@ from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
     checkpoint_missing,
+    collect_status,
     folder_of,
     forget_job,
     job_info,
@@ -227,15 +228,7 @@ class StandaloneRunner:
     # -- the planner's input --------------------------------------------------------------------------------
     def status(self) -> JobStatus:
         """Every driver this state topic's applies deployed, as the master reports it."""
-        jobs = {}
-        try:
-            for flow in self._flows():
-                info = self.info(flow)
-                if info is not None:
-                    jobs[flow] = info
-        except JobRunnerError:
-            return JobStatus(known=False)
-        return JobStatus(jobs)
+        return collect_status(self._flows(), self.info)
 
     def info(self, flow: str) -> JobInfo | None:
         previous = self._previous(flow)

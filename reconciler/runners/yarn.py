@@ -61,6 +61,7 @@ from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
+    collect_status,
     job_info,
     log4j2_properties,
     now,
@@ -290,15 +291,7 @@ class YarnRunner:
     # -- the planner's input --------------------------------------------------------------------------------
     def status(self) -> JobStatus:
         """Every application this state topic's applies deployed, as the ResourceManager reports it."""
-        jobs = {}
-        try:
-            for flow in sorted(self.deployments):
-                info = self.info(flow)
-                if info is not None:
-                    jobs[flow] = info
-        except JobRunnerError:
-            return JobStatus(known=False)
-        return JobStatus(jobs)
+        return collect_status(sorted(self.deployments), self.info)
 
     def info(self, flow: str) -> JobInfo | None:
         previous = self._previous(flow)
