@@ -117,7 +117,6 @@ from reconciler.replication.supervision import (
 from reconciler.spec.defaults import RESTART_BACKOFF_MAX_SETTING
 from reconciler.spec.intervals import interval_seconds
 from reconciler.spec.placement import (
-    REALTIME_MAX_PARTITIONS,
     Placement,
     choose_placement,
     requested_mode,
@@ -153,7 +152,6 @@ class ReplicationJob(QueryStart):
         self.slots: int | None = None
         self.placement: Placement | None = None
         #: Set when partitions outgrew real-time mode's task slots: the query restarts in micro-batch mode.
-        self._fallback: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -237,19 +235,9 @@ class ReplicationJob(QueryStart):
         )
         error = self._await(query)
         failures = 0
-        while (error is not None or self._fallback) and not self._stopping.is_set():
+        while error is not None and not self._stopping.is_set():
             if superseded_by(error) is not None:
                 break  # a newer deployment writes the flow: restarting would fence it
-            if self._fallback and error is None:
-                log.warning("flow %s: %s; continuing in micro-batch mode (a redeploy sizes the job again)", flow.name,
-                            self._fallback)  # fmt: skip
-                self.mode = "microbatch"
-                self.status.update(mode=self.mode, mode_reason=self._fallback, mode_fallback=True)
-                self._fallback = None
-                query = self._start_query(spark)
-                error = self._await(query)
-                continue
-            self._fallback = None
             # At least once: the failed batch was not committed, so the restarted query re-runs it.
             if self.batches > self._batches_at_restart:
                 failures = 0  # it made progress since the last restart: a new run of failures
@@ -378,15 +366,11 @@ class ReplicationJob(QueryStart):
             if time.monotonic() - last_lag >= LAG_REFRESH_SECONDS:
                 self._refresh_lag(query)
                 last_lag = time.monotonic()
-                if self._outgrown():
-                    break
             if time.monotonic() - last_report >= 30:
                 self._report()
                 last_report = time.monotonic()
-        if self._stopping.is_set() or self._fallback:
-            log.info(
-                "%s: finishing the batch in flight", "stop requested" if self._stopping.is_set() else "mode change"
-            )
+        if self._stopping.is_set():
+            log.info("stop requested: finishing the batch in flight")
             if self.flow.replication.exactly_once:
                 pass  # what a stopped batch sent is aborted or skipped on the next start: nothing to wait for
             elif self.mode == "realtime":
@@ -414,7 +398,7 @@ class ReplicationJob(QueryStart):
         if requested is not None:
             job_mode(str(requested))
         sc = spark.sparkContext
-        slots = self._task_slots(sc, partitions)
+        slots = self._task_slots(sc, self.placement.slots if self.placement is not None else None)
         placement = self._place(partitions, slots)
         if placement.mode == "realtime" and slots < 1:
             raise JobSettingError(f"{MODE}=realtime needs a task slot; spark.master {sc.master} has none")
@@ -424,25 +408,14 @@ class ReplicationJob(QueryStart):
         )
         log.info("flow %s: %s, %d task slot(s) on %s", self.flow.name, placement.describe(), slots, sc.master)
 
-    def _task_slots(self, sc: Any, partitions: int) -> int:
-        """The context's task slots; on a cluster, after waiting up to 30 s for executors to register."""
+    def _task_slots(self, sc: Any, asked: int | None) -> int:
+        """The context's task slots; on a cluster, after waiting up to 30 s for executors to register the slots
+        `asked` for (one, when the file leaves the cores to the cluster)."""
         deadline = time.monotonic() + 30
-        while not str(sc.master).startswith("local") and sc.defaultParallelism < partitions:
+        while not str(sc.master).startswith("local") and sc.defaultParallelism < (asked or 1):
             if time.monotonic() >= deadline or self._stopping.wait(1.0):
                 break
         return int(sc.defaultParallelism)
-
-    def _outgrown(self) -> bool:
-        """Real-time mode chosen by kmirror, with more source partitions now than it takes
-        (`REALTIME_MAX_PARTITIONS`: their fetches and producer batches would outgrow the heap's budgets): the job
-        goes on in micro-batch mode (the plan and status say so). Partitions below that join the running tasks."""
-        seen = self.topics.partitions_seen
-        if self.mode != "realtime" or seen is None or seen <= REALTIME_MAX_PARTITIONS:
-            return False
-        if requested_mode(dict(self.spec.spark.conf)) == "realtime":
-            return False
-        self._fallback = f"{seen} source partitions now: more than the {REALTIME_MAX_PARTITIONS} real-time mode takes"
-        return True
 
     def _await_next_batch(self, query: Any) -> None:
         """Real-time mode: wait until the running batch commits (at most its interval and a minute more).

@@ -154,8 +154,9 @@ class QueryStart(JobReporting):
         conf = spark.conf
         self._confirm_leaders_ahead(spark)
         consumer, producer = self._resolved(flow.replication.consumer), self._resolved(flow.replication.producer)
-        if self.mode == "realtime":  # a consumer and an open batch per partition: sized by their count
-            sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots)
+        if self.mode == "realtime":  # a consumer per task, a batch per partition: sized by what each holds
+            tasks = self.placement.tasks if self.placement is not None else None
+            sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots, tasks)
             consumer, producer = {**sizing.consumer, **consumer}, {**sizing.producer, **producer}
         # A throttled flow's clients take the ids its quotas name (`policy.client_ids`); others keep Kafka's own.
         client_ids = self.spec.effective.get("client_ids") or {}

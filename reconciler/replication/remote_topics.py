@@ -50,8 +50,6 @@ class RemoteTopicKeeper:
         self._refreshed_at = float("-inf")
         self.created: list[str] = []
         self.grown: list[str] = []
-        #: Replicated source partitions at the last refresh (the watcher keeps it fresh); None before one.
-        self.partitions_seen: int | None = None
         #: The remote topics the job writes to, as of the last refresh (all exist on the target).
         self.remote_topics: list[str] = []
 
@@ -110,7 +108,6 @@ class RemoteTopicKeeper:
     def refresh(self) -> None:
         """Read the source's topics and create or grow every remote topic that is missing or too small."""
         source, wanted = self._wanted()
-        self.partitions_seen = sum(source[s].partitions for s in wanted)
         target = self.target.topics()
         new = sorted(s for s, r in wanted.items() if r not in target)
         configs = self.source.explicit_topic_configs(new) if new else {}

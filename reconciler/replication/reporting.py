@@ -57,7 +57,6 @@ class JobState:
     _progress_lock: threading.Lock
     _batches_at_restart: int
     _spark: Any
-    _fallback: str | None
     _interceptor: Any
     _sink: Any
     _syncs: Any

@@ -126,7 +126,8 @@ class SparkSpec(SpecModel):
         description="spark://host:port for deploy=standalone; yarn (or left out) for deploy=yarn; for deploy=local, "
         "local[N], or left out: the job sizes "
         "local[N] itself, two task slots per real-time task (spark.kmirror.realtimeTasks, default 2; one per "
-        "source partition when there are fewer; real-time mode needs one slot per task).",
+        "source partition when there are fewer); with local[N], a real-time task per slot unless "
+        "spark.kmirror.realtimeTasks says fewer.",
     )
     rest_url: str | None = Field(
         default=None, description="Spark standalone REST submission server, e.g. http://host:6066."

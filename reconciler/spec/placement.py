@@ -1,24 +1,21 @@
-"""Which Spark execution mode a flow's job runs in, and how many task slots it asks for.
+"""Which Spark execution mode a flow's job runs in, and how many task slots and tasks it has.
 
 Real-time mode (Spark 4.1) is the fast path: long-running tasks forward each record as it arrives (p50 ~20 ms),
-at about MM2's CPU per record. The source partitions are dealt to at most `spark.kmirror.realtimeTasks` tasks
-(default 2), each reading its share with one consumer (`jvm/GroupedKafkaSource.java`); a task needs a task slot
-for as long as the job runs, so a user who writes no Spark settings gets:
+at about MM2's CPU per record. The source partitions are dealt to the job's tasks (`jvm/GroupedKafkaSource.java`),
+each reading its share with one consumer; a task needs a task slot for as long as the job runs. How many tasks:
 
-- `deploy: local` with no `spark.master`: the job sizes its own master, `local[N]` with N = twice the tasks (at
-  least 4): idle slots cost nothing in local mode;
-- `deploy: standalone` with no `spark.cores.max` in `spark.conf`: the job asks the master for one core per task,
-  and the plan says how many;
-- fewer slots than tasks (an explicit `local[2]`, a `spark.cores.max`, a cluster that grants fewer cores):
-  micro-batch mode, which runs any number of partitions on any number of slots (with `spark.kmirror.mode:
-  realtime`, as many tasks as there are slots);
-- more than `REALTIME_MAX_PARTITIONS` replicated partitions: micro-batch mode, which sizes nothing by partition
-  count; the plan and `kmirror status` say why;
-- a `spark.kmirror.triggerInterval` under 5 s (a micro-batch trigger; real-time mode's interval is a
-  checkpoint interval of 5 s or more): micro-batch mode.
+- `spark.kmirror.realtimeTasks` when the file sets it (at most one per slot);
+- else, where kmirror sizes the slots itself, `DEFAULT_REALTIME_TASKS` (2): `deploy: local` with no
+  `spark.master` gets `local[N]` with N = twice the tasks (at least 4; idle local slots cost nothing), and a
+  cluster deploy with no `spark.cores.max` asks for one core per task;
+- else one task per slot the job has: an explicit `local[N]`, a `spark.cores.max`, or the cores a cluster grants
+  (fewer than asked on a full cluster: fewer tasks, still real-time).
 
-Partitions added while a job runs join its tasks. `spark.kmirror.mode: realtime | microbatch` overrides the
-choice.
+Any number of partitions runs in real-time mode: a task's consumer and the producer its executor shares are
+sized by the partitions they hold (`realtime_client_sizing`), within budgets that do not grow with the count.
+Micro-batch mode is for what real-time mode cannot do, a `spark.kmirror.triggerInterval` under 5 s (a
+micro-batch trigger; real-time mode's interval is a checkpoint interval of 5 s or more), or when
+`spark.kmirror.mode: microbatch` asks for it. Partitions added while a job runs join its tasks.
 
 Pure: values in, values out.
 """
@@ -34,10 +31,6 @@ from reconciler.spec.intervals import interval_seconds, trigger_interval
 MODE_SETTING = "spark.kmirror.mode"
 INTERVAL_SETTING = "spark.kmirror.triggerInterval"
 CORES_SETTING = "spark.cores.max"
-#: Above this many replicated partitions the automatic choice is micro-batch: real-time mode keeps a fetch and an
-#: open producer batch per partition in the driver's heap, and past this count they no longer fit the budgets
-#: below even at their smallest sizes (`realtime_client_sizing`).
-REALTIME_MAX_PARTITIONS = 512
 #: Local slots never go below this (the job's own threads, a source partition or two added later).
 MIN_LOCAL_SLOTS = 4
 _LOCAL = re.compile(r"^local\[(\d+)(?:,\s*\d+)?\]$")
@@ -69,10 +62,10 @@ def local_slots(master: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def realtime_task_limit(conf: dict[str, object]) -> int:
-    """`spark.kmirror.realtimeTasks` (validated when the file is loaded), or its default."""
+def realtime_task_setting(conf: dict[str, object]) -> int | None:
+    """`spark.kmirror.realtimeTasks` (validated when the file is loaded), or None when the file leaves it out."""
     value = conf.get(REALTIME_TASKS_SETTING)
-    return DEFAULT_REALTIME_TASKS if value is None else max(1, int(str(value).strip()))
+    return None if value is None else max(1, int(str(value).strip()))
 
 
 def requested_mode(conf: dict[str, object]) -> str | None:
@@ -87,8 +80,7 @@ def choose_placement(
     """The placement of a job replicating `partitions` source partitions.
 
     `master` is `spark.master` from the file (None: kmirror sizes it); `slots_now`, when known, the task slots
-    the running Spark context has (a standalone cluster may grant fewer cores than asked). An explicit
-    `spark.kmirror.mode: realtime` stays real-time whatever the slots (the job refuses to start without enough).
+    the running Spark context has (a standalone cluster may grant fewer cores than asked).
     """
     wanted = requested_mode(conf)
     if wanted == "microbatch":
@@ -100,48 +92,47 @@ def choose_placement(
             f"{INTERVAL_SETTING} {interval} is a micro-batch trigger (real-time mode checkpoints every 5 s or more)"
         )
         return Placement("microbatch", slots_now, reason)
-    size = f"{partitions} source partition{'s' if partitions != 1 else ''}"
-    if wanted is None and partitions > REALTIME_MAX_PARTITIONS:
-        reason = f"{size}: more than the {REALTIME_MAX_PARTITIONS} real-time mode takes by default"
-        return Placement(
-            "microbatch", slots_now, reason, master="local[*]" if deploy == "local" and master is None else None
-        )
-    limit = realtime_task_limit(conf)
-    tasks = max(1, min(partitions, limit))
+    setting = realtime_task_setting(conf)
     master_set = cores_max = None
-    if deploy == "local":
-        if master is None:
-            slots = max(MIN_LOCAL_SLOTS, 2 * tasks)
-            master_set = f"local[{slots}]"
-        else:
-            slots = local_slots(master) or 0
+    slots: int | None
+    if deploy == "local" and master is None:
+        limit = setting or DEFAULT_REALTIME_TASKS
+        slots = max(MIN_LOCAL_SLOTS, 2 * max(1, min(partitions, limit)))
+        master_set = f"local[{slots}]"
+    elif deploy == "local" and master is not None:
+        slots = local_slots(master)  # None: `local[*]`, the machine's cores, known when the job starts
+        limit = setting or slots_now or slots or DEFAULT_REALTIME_TASKS
     else:
         cores = conf.get(CORES_SETTING)
         if cores is not None and str(cores).strip().isdigit():
             slots = int(str(cores).strip())
+            limit = setting or slots
         else:
-            slots = cores_max = tasks
+            limit = setting or DEFAULT_REALTIME_TASKS
+            slots = cores_max = max(1, min(partitions, limit))
     if slots_now is not None:
         slots = slots_now
-    if wanted is None and slots < tasks:
-        reason = f"{size} but {slots} task slot{'s' if slots != 1 else ''}: real-time mode needs {tasks} (one per task)"
-        return Placement("microbatch", slots, reason, master=master_set)
-    tasks = min(tasks, slots) if slots >= 1 else tasks  # `spark.kmirror.mode: realtime` on fewer slots
+    # partitions added later join these tasks: the most the source ever deals them to, one per slot at most
+    most = max(1, min(limit, slots)) if slots else limit
+    tasks = max(1, min(partitions, most))
+    size = f"{partitions} source partition{'s' if partitions != 1 else ''}"
     described = f"{size} in {tasks} task{'s' if tasks != 1 else ''}" if tasks < partitions else size
-    # the source deals partitions added later to the same tasks: at most `limit`, and never more than the slots
-    return Placement(
-        "realtime", slots, described, master=master_set, cores_max=cores_max, tasks=min(limit, slots or limit)
-    )
+    return Placement("realtime", slots, described, master=master_set, cores_max=cores_max, tasks=most)
 
 
-#: Real-time mode keeps a consumer and an open producer batch per partition for as long as the job runs, in one
-#: driver heap (local mode: 1 GB by default). These budgets bound what all partitions hold together; a few
-#: partitions keep the throughput sizes (8 MB fetches, 256 KB batches), hundreds get smaller ones instead of a
-#: `BufferExhaustedException` or an `OutOfMemoryError` (265 partitions at the throughput sizes had both).
-FETCH_BUDGET = 128 * 1024 * 1024
+#: Real-time mode keeps, for as long as the job runs, a consumer per task (its fetches buffered for all of the
+#: task's partitions) and a producer per executor (an open batch per partition its tasks write). These budgets
+#: bound what one task's consumer and one executor's producer hold, whatever the partition count: a few partitions
+#: keep the throughput sizes (8 MB fetches, 256 KB batches), hundreds get smaller ones instead of a
+#: `BufferExhaustedException` or an `OutOfMemoryError` (265 partitions at the throughput sizes had both in one
+#: 1 GB driver heap).
+FETCH_BUDGET = 64 * 1024 * 1024
 BATCH_BUDGET = 16 * 1024 * 1024
 _FETCH_RANGE = (256 * 1024, 8 * 1024 * 1024)
 _BATCH_RANGE = (16 * 1024, 256 * 1024)
+#: The producer's `buffer.memory` (Kafka's default 32 MB) holds at least two batches per partition it writes, so
+#: that thousands of partitions at the smallest batch do not block on the pool.
+_BUFFER_DEFAULT = 32 * 1024 * 1024
 #: Spark caches this many consumers per executor by default and closes the oldest idle ones when it holds more:
 #: with a consumer per partition, every checkpoint boundary then re-created most of them.
 SPARK_CONSUMER_CACHE = 64
@@ -157,21 +148,28 @@ def _power_of_two_within(budget: int, bounds: tuple[int, int]) -> int:
 
 @dataclass(frozen=True)
 class ClientSizing:
-    """Per-partition client sizes for `partitions` long-running tasks; the flow's own settings win over them."""
+    """Client sizes for `partitions` partitions read by long-running tasks; the flow's own settings win."""
 
     consumer: dict[str, str]
     producer: dict[str, str]
     consumer_cache: int  # `spark.kafka.consumer.cache.capacity`
 
 
-def realtime_client_sizing(partitions: int, slots: int | None = None) -> ClientSizing:
-    """Fetch and batch sizes that keep `partitions` consumers and batches within the budgets above, and a
-    consumer cache that holds one consumer per slot (partitions added later included)."""
+def realtime_client_sizing(partitions: int, slots: int | None = None, tasks: int | None = None) -> ClientSizing:
+    """Sizes for `partitions` source partitions dealt to `tasks` tasks on `slots` task slots.
+
+    A task's consumer fetches at most `FETCH_BUDGET` per request (`fetch.max.bytes`), shared by the partitions
+    it holds (`max.partition.fetch.bytes`, at least 256 KB: the request's cap, not the partition count, bounds
+    the memory). The producer an executor's tasks share keeps `batch.size` per partition within `BATCH_BUDGET`
+    (at least 16 KB) and a `buffer.memory` of two batches per partition (at least Kafka's 32 MB). Spark's
+    consumer cache holds one consumer per slot (partitions added later included). With `tasks` unknown, every
+    partition counts as one task's (the sizes of the landed version)."""
     count = max(1, partitions)
-    fetch = _power_of_two_within(FETCH_BUDGET // count, _FETCH_RANGE)
+    per_task = -(-count // max(1, tasks or 1))
+    fetch = _power_of_two_within(FETCH_BUDGET // per_task, _FETCH_RANGE)
     batch = _power_of_two_within(BATCH_BUDGET // count, _BATCH_RANGE)
     return ClientSizing(
-        consumer={"max.partition.fetch.bytes": str(fetch)},
-        producer={"batch.size": str(batch)},
+        consumer={"max.partition.fetch.bytes": str(fetch), "fetch.max.bytes": str(FETCH_BUDGET)},
+        producer={"batch.size": str(batch), "buffer.memory": str(max(_BUFFER_DEFAULT, 2 * count * batch))},
         consumer_cache=max(SPARK_CONSUMER_CACHE, slots or 0, count),
     )

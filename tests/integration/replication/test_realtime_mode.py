@@ -176,7 +176,7 @@ def test_graceful_stop_waits_for_the_batch_and_redeploy_loses_nothing(flow: Flow
     assert not list(checkpoint.rglob("*.crc")), f"Hadoop's checksum files in {checkpoint}"
 
 
-def test_real_time_on_fewer_slots_than_partitions_reads_them_in_groups_losing_nothing(
+def test_an_explicit_master_with_fewer_slots_than_partitions_runs_real_time_in_groups_losing_nothing(
     source: KafkaCluster, target: KafkaCluster, tmp_path: Path
 ) -> None:
     tag = uuid.uuid4().hex[:6]
@@ -189,8 +189,8 @@ def test_real_time_on_fewer_slots_than_partitions_reads_them_in_groups_losing_no
         source_alias=f"s{tag}",
         target_alias=f"t{tag}",
         include=[rf"rs{tag}\..*"],
-        master="local[2]",
-        conf={"spark.kmirror.mode": "realtime", "spark.kmirror.triggerInterval": "10 seconds"},  # a quick stop
+        master="local[2]",  # no spark.kmirror.mode: kmirror's own choice
+        conf={"spark.kmirror.triggerInterval": "10 seconds"},  # a quick stop
     )
     runner = LocalRunner(tmp_path, state.spark, root=tmp_path, start_timeout=120, stop_timeout=70)
     flow = Flow(state, runner, "repl", f"s{tag}", f"t{tag}", f"rs{tag}", source, target)

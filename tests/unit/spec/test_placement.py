@@ -11,8 +11,8 @@ from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.loader import load_text
 from reconciler.spec.placement import (
+    BATCH_BUDGET,
     FETCH_BUDGET,
-    REALTIME_MAX_PARTITIONS,
     choose_placement,
     local_slots,
     realtime_client_sizing,
@@ -45,24 +45,28 @@ def test_a_small_flow_still_gets_a_few_local_slots() -> None:
     assert choose_placement(deploy="local", master=None, conf={}, partitions=1).master == "local[4]"
 
 
-def test_an_explicit_master_with_fewer_slots_than_tasks_runs_micro_batches_and_says_why() -> None:
+def test_an_explicit_master_with_fewer_slots_than_tasks_runs_a_task_per_slot_in_real_time() -> None:
     placement = choose_placement(deploy="local", master="local[1]", conf={}, partitions=7)
-    assert (placement.mode, placement.slots, placement.master) == ("microbatch", 1, None)
-    assert "7 source partitions but 1 task slot: real-time mode needs 2" in placement.reason
-    assert choose_placement(deploy="local", master="local[1]", conf={}, partitions=1).mode == "realtime"
+    assert (placement.mode, placement.slots, placement.tasks, placement.master) == ("realtime", 1, 1, None)
+    assert placement.describe() == "real-time mode (7 source partitions in 1 task)"
 
 
-def test_an_explicit_master_with_enough_slots_runs_real_time() -> None:
+def test_an_explicit_master_gets_a_task_per_slot_unless_the_task_setting_says_otherwise() -> None:
     placement = choose_placement(deploy="local", master="local[8]", conf={}, partitions=7)
-    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 2, 8, None)
+    assert (placement.mode, placement.tasks, placement.slots, placement.master) == ("realtime", 8, 8, None)
+    assert placement.describe() == "real-time mode (7 source partitions)"
+    conf: dict[str, object] = {"spark.kmirror.realtimeTasks": "2"}
+    two = choose_placement(deploy="local", master="local[8]", conf=conf, partitions=7)
+    assert (two.tasks, two.describe()) == (2, "real-time mode (7 source partitions in 2 tasks)")
 
 
-def test_many_partitions_run_micro_batches_unless_real_time_is_asked_for() -> None:
-    many = REALTIME_MAX_PARTITIONS + 1
-    placement = choose_placement(deploy="local", master=None, conf={}, partitions=many)
-    assert placement.mode == "microbatch" and "more than the 512 real-time mode takes" in placement.reason
-    asked = choose_placement(deploy="local", master=None, conf={"spark.kmirror.mode": "realtime"}, partitions=many)
-    assert (asked.mode, asked.tasks, asked.slots) == ("realtime", 2, 4)
+@pytest.mark.parametrize("partitions", [513, 2000, 20000])
+def test_any_partition_count_runs_real_time_with_the_default_settings(partitions: int) -> None:
+    placement = choose_placement(deploy="local", master=None, conf={}, partitions=partitions)
+    assert (placement.mode, placement.tasks, placement.master) == ("realtime", 2, "local[4]")
+    assert placement.describe() == f"real-time mode ({partitions} source partitions in 2 tasks; local[4])"
+    standalone = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=partitions)
+    assert (standalone.mode, standalone.tasks, standalone.cores_max) == ("realtime", 2, 2)
 
 
 def test_hundreds_of_partitions_run_real_time_in_a_few_tasks_locally_and_on_a_standalone_cluster() -> None:
@@ -79,18 +83,30 @@ def test_hundreds_of_partitions_run_real_time_in_a_few_tasks_locally_and_on_a_st
 def test_real_time_client_buffers_shrink_with_the_partitions_that_hold_them_at_once(
     partitions: int, fetch: int, batch: int
 ) -> None:
-    sizing = realtime_client_sizing(partitions, slots=2 * partitions)
-    assert sizing.consumer == {"max.partition.fetch.bytes": str(fetch)}
-    assert sizing.producer == {"batch.size": str(batch)}
-    assert partitions * fetch <= FETCH_BUDGET or fetch == 8 << 20
+    sizing = realtime_client_sizing(partitions, slots=2 * partitions, tasks=2)
+    assert sizing.consumer == {"max.partition.fetch.bytes": str(fetch), "fetch.max.bytes": str(FETCH_BUDGET)}
+    assert sizing.producer == {"batch.size": str(batch), "buffer.memory": str(32 << 20)}
+    # one task's partitions fit its request, or keep the throughput size
+    assert -(-partitions // 2) * fetch <= FETCH_BUDGET or fetch == 8 << 20
+    assert partitions * batch <= BATCH_BUDGET or batch == 256 << 10
     # Spark's consumer cache keeps a consumer per slot, so a checkpoint boundary re-uses them all
     assert sizing.consumer_cache == max(64, 2 * partitions)
 
 
-def test_thousands_of_partitions_keep_floor_sizes() -> None:
-    sizing = realtime_client_sizing(5000)
+@pytest.mark.parametrize("partitions", [2000, 20000])
+def test_thousands_of_partitions_keep_floor_sizes_and_a_buffer_of_two_batches_each(partitions: int) -> None:
+    sizing = realtime_client_sizing(partitions, tasks=2)
     assert sizing.consumer["max.partition.fetch.bytes"] == str(256 << 10)
+    # the request's cap bounds what a task's consumer holds, whatever the count
+    assert sizing.consumer["fetch.max.bytes"] == str(FETCH_BUDGET)
     assert sizing.producer["batch.size"] == str(16 << 10)
+    assert sizing.producer["buffer.memory"] == str(max(32 << 20, 2 * partitions * (16 << 10)))
+
+
+def test_more_tasks_give_each_partition_a_larger_share_of_its_task_fetch() -> None:
+    few = realtime_client_sizing(240, tasks=2).consumer["max.partition.fetch.bytes"]
+    many = realtime_client_sizing(240, tasks=16).consumer["max.partition.fetch.bytes"]
+    assert (int(few), int(many)) == (512 << 10, 4 << 20)
 
 
 def test_the_mode_setting_wins() -> None:
@@ -107,12 +123,18 @@ def test_a_standalone_job_asks_for_a_core_per_task_unless_cores_are_set() -> Non
     few = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=1)
     assert (few.mode, few.cores_max) == ("realtime", 1)
     capped = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 1}, partitions=12)
-    assert (capped.mode, capped.cores_max) == ("microbatch", None)
+    assert (capped.mode, capped.tasks, capped.cores_max) == ("realtime", 1, None)
+    many = choose_placement(deploy="standalone", master="spark://m:7077", conf={"spark.cores.max": 8}, partitions=12)
+    assert (many.mode, many.tasks, many.describe()) == (
+        "realtime",
+        8,
+        "real-time mode (12 source partitions in 8 tasks)",
+    )
 
 
 def test_the_slots_a_running_context_has_decide() -> None:
     granted = choose_placement(deploy="standalone", master="spark://m:7077", conf={}, partitions=12, slots_now=1)
-    assert (granted.mode, granted.slots) == ("microbatch", 1)
+    assert (granted.mode, granted.slots, granted.tasks) == ("realtime", 1, 1)
     asked = {"spark.kmirror.mode": "realtime"}
     few = choose_placement(deploy="standalone", master="spark://m:7077", conf=asked, partitions=12, slots_now=1)
     assert (few.mode, few.tasks, few.slots) == ("realtime", 1, 1)
@@ -164,9 +186,10 @@ def test_a_job_that_left_real_time_mode_is_redeployed_to_be_sized_again() -> Non
     (row,) = out.changes
     assert row.after is not None and row.after.model_dump(mode="json")["operation"] == "redeploy"
     assert "left real-time mode (30 source partitions now but 14 task slots)" in row.reason
-    # With more partitions than real-time mode takes, a redeploy would change nothing: no row.
-    info = JobInfo("f", True, digest, mode="microbatch", mode_fallback=True)
-    assert plan_jobs(desired, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(600)).changes == []
+    # A job of an earlier version that left real-time mode past 512 partitions: any count runs real-time now.
+    info = JobInfo("f", True, digest, mode="microbatch", mode_reason="600 source partitions now", mode_fallback=True)
+    (row,) = plan_jobs(desired, RecordedState(), JobStatus(known=True, jobs={"f": info}), _live(600)).changes
+    assert "left real-time mode (600 source partitions now)" in row.reason
 
 
 def test_a_sub_second_trigger_interval_means_micro_batches() -> None:
