@@ -9,8 +9,9 @@ both process groups; drivers and executors are the worker's children and end wit
 
 Cores and memory are what the worker offers to the master's scheduler, not limits: a flow's job takes one core
 and `spark.driver.memory` for its driver plus its executors' (one core each by default), so the default
-2 cores / 2g is one job. The worker inherits this process's environment, which is where drivers resolve the
-spec's `${env:..}` references.
+2 cores / 2g is one job. The worker inherits this process's environment (or `environment`, given instead: e.g. one
+without kmirror's venv or PYTHONPATH, like a worker that has only Java, Spark and Python), which is where drivers
+resolve the spec's `${env:..}` references.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -73,12 +75,19 @@ def read_record(home: Path) -> StandaloneCluster | None:
 
 
 def start(
-    home: Path, *, cores: int = 2, memory: str = "2g", timeout: float = 120.0, rest_jws_key: str | None = None
+    home: Path,
+    *,
+    cores: int = 2,
+    memory: str = "2g",
+    timeout: float = 120.0,
+    rest_jws_key: str | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> StandaloneCluster:
     """Start a master and a worker in `home` (or return the ones already running there).
 
     `rest_jws_key` (base64url, at least 32 bytes): the REST submission server requires a JWS signed with it
-    (Spark's JWSFilter), as a production master should.
+    (Spark's JWSFilter), as a production master should. `environment`: the processes' environment instead of this
+    one's (SPARK_HOME and SPARK_LOG_DIR are added).
     """
     home = home.resolve()
     previous = read_record(home)
@@ -105,7 +114,8 @@ def start(
         )
     )
     conf.chmod(0o600)
-    env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOG_DIR": str(home / "logs")}
+    base = dict(os.environ if environment is None else environment)
+    env = {**base, "SPARK_HOME": str(spark_home()), "SPARK_LOG_DIR": str(home / "logs")}
     env.pop("SPARK_CONF_DIR", None)
     spark_class = str(spark_home() / "bin" / "spark-class")
     master = _spawn(

@@ -1,7 +1,13 @@
 """The file a standalone cluster's driver runs (through PythonRunner): the replication job plus two watchers.
 
-`standalone_entry.py --kmirror-log LOG --kmirror-stop-file STOP <the job's arguments>`:
+`standalone_entry.py --kmirror-log LOG --kmirror-stop-file STOP [--kmirror-env ARCHIVE] <the job's arguments>`:
 
+- with `--kmirror-env`, the job's packed Python environment (`artifacts/job_env.py`) is unpacked into the driver's
+  folder on the worker (`./kmirror-env`, kept for the driver's relaunches) and put first on `sys.path` before
+  anything of kmirror is imported: the worker needs no kmirror, only Java, Spark and the base Python. ARCHIVE is a
+  path (shared storage) or a URI that Hadoop's FileSystem API reads (`hdfs:`, `s3a:`...), fetched through the
+  driver JVM's gateway. This module itself imports only the standard library until then: the master's worker
+  downloads it into the driver's folder (the submission's appResource) and runs it from there;
 - appends this process's stdout and stderr to LOG (the flow's driver.log), so the job's log sits beside its
   spec and status rather than in the worker's work folder only;
 - a daemon thread sends this process SIGTERM once STOP exists: the job's documented graceful stop (finish the
@@ -20,15 +26,21 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import shutil
 import signal
+import site
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 POLL_SECONDS = 0.5
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+#: Where the driver unpacks the job's environment, in its folder on the worker (as YARN does, `#kmirror-env`).
+ENV_DIR = "kmirror-env"
 
 
 def die_with_parent() -> bool:
@@ -51,10 +63,68 @@ def watch(stop_file: Path, parent: int) -> None:
         time.sleep(POLL_SECONDS)
 
 
+def _is_local(location: str) -> bool:
+    return location.startswith(("/", "file:"))
+
+
+def _local_path(location: str) -> Path:
+    if location.startswith("file:"):
+        rest = location[len("file:") :]
+        return Path(rest[2:] if rest.startswith("//") else rest)
+    return Path(location)
+
+
+def fetch(location: str, dest: Path) -> Path:
+    """`location` as a local file: itself when it is a path, else copied to `dest` through Hadoop's FileSystem API
+    in the driver's JVM (PythonRunner started its gateway; Spark's own pyspark is on PYTHONPATH)."""
+    if _is_local(location):
+        return _local_path(location)
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm: Any = SparkContext._jvm
+    source = jvm.org.apache.hadoop.fs.Path(location)
+    fs = source.getFileSystem(jvm.org.apache.hadoop.conf.Configuration())
+    fs.copyToLocalFile(False, source, jvm.org.apache.hadoop.fs.Path(dest.resolve().as_uri()), True)
+    return dest
+
+
+def use_environment(archive: str, folder: Path) -> Path:
+    """Unpack the job's environment into `folder/kmirror-env` (once: a relaunched driver reuses it) and put its
+    site-packages first on `sys.path`; the site-packages folder."""
+    target = folder / ENV_DIR
+    if not (target / "pyvenv.cfg").is_file():
+        partial = folder / f".{ENV_DIR}.{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        local = fetch(archive, folder / f".{ENV_DIR}.{os.getpid()}.tar.gz")
+        with tarfile.open(local) as tar:
+            # bin/python links to the base interpreter (absolute): not needed here, this process already is it
+            members = [m for m in tar.getmembers() if not (m.issym() or m.islnk())]
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(partial, members=members, filter="data")
+            else:  # pragma: no cover - Python < 3.11.4
+                tar.extractall(partial, members=members)
+        if local.parent == folder:
+            local.unlink()
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    packages = target / "lib" / version / "site-packages"
+    if not packages.is_dir():
+        raise SystemExit(f"kmirror: {archive} has no lib/{version}/site-packages: packed for another Python")
+    before = list(sys.path)
+    site.addsitedir(str(packages))  # processes its .pth files
+    added = [p for p in sys.path if p not in before]
+    sys.path[:] = added + before
+    return packages
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kmirror-standalone-driver", add_help=False)
     parser.add_argument("--kmirror-log", type=Path, required=True)
     parser.add_argument("--kmirror-stop-file", type=Path, required=True)
+    parser.add_argument("--kmirror-env")
     args, job_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     fd = os.open(args.kmirror_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     sys.stdout.flush()
@@ -67,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(
         target=watch, args=(args.kmirror_stop_file, parent), name="kmirror-stop-watch", daemon=True
     ).start()
+    if args.kmirror_env:
+        use_environment(args.kmirror_env, Path.cwd())
     from reconciler.replication.job import main as job_main
 
     return job_main(job_args)

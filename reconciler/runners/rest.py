@@ -65,8 +65,12 @@ def create_request(
     spark_properties: Mapping[str, str],
     environment: Mapping[str, str],
     spark_version: str,
+    python_file: str | None = None,
 ) -> dict[str, Any]:
-    """The body of `POST /v1/submissions/create` running `entry` (a Python file) as a cluster-mode driver."""
+    """The body of `POST /v1/submissions/create` running `entry` (a Python file) as a cluster-mode driver.
+
+    `python_file`: the path PythonRunner runs, by default `entry`'s own; `{{USER_JAR}}` is the worker's copy of
+    `entry` (the appResource, which the worker downloads into the driver's folder and substitutes there)."""
     props = {
         **spark_properties,
         "spark.master": master,
@@ -79,7 +83,7 @@ def create_request(
         "appResource": entry.as_uri(),
         "mainClass": PYTHON_RUNNER,
         # PythonRunner's arguments: the Python file, its comma-separated py-files (none), then the app's own.
-        "appArgs": [str(entry), "", *app_args],
+        "appArgs": [python_file or str(entry), "", *app_args],
         "clientSparkVersion": spark_version,
         "environmentVariables": dict(environment),
         "sparkProperties": props,

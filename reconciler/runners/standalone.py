@@ -16,8 +16,17 @@ Files: the job's folder sits beside its checkpoint, `<checkpoint_root>/<state to
 filesystem the workers and every machine that runs kmirror share: spec.json, log4j2.properties, driver.log (the
 Python job's output and the driver JVM's warnings), status.json (written by the job), runner.json (the
 deployment, written at submission: a driver submitted by an apply killed before it recorded it is still found),
-and `stop.request`. Workers must also have kmirror, its Python (`sys.executable` here, sent as
-`spark.pyspark.python`) and the jars at the same paths as this machine.
+and `stop.request`.
+
+The job carries its own Python and jars, as on YARN: apply copies, once per kmirror version and install, the packed
+environment (`artifacts.job_env`), the driver's entry file and the job's jars to `<checkpoint_root>/_kmirror/envs/
+<key>/` and submits the entry there as the driver's appResource (the worker downloads it into the driver's folder),
+the archive as `--kmirror-env` (the entry unpacks it before importing kmirror) and as `spark.archives` (executors),
+and the jars as `spark.jars`. The driver runs the base interpreter kmirror's venv was made from
+(`sys._base_executable`), executors `./kmirror-env/bin/python`, a link to the same: a worker needs Java, Spark and
+that Python at the same path, and no kmirror. A `spark.conf` with `spark.archives` or `spark.pyspark.python`
+manages the environment itself: kmirror then sends this install's entry, jars and `sys.executable` (which the
+workers need at the same paths).
 
 Stop is graceful: the REST kill endpoint only destroys the driver JVM, which neither signals nor stops the Python
 job. So the driver runs `standalone_entry.py`, which watches `stop.request` and sends its own process SIGTERM
@@ -35,6 +44,7 @@ Must not: decide whether a job should run (the planner does), or touch another f
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -43,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.artifacts import job_jars
+from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
 from reconciler.jobcontract.spec import JobSpec
@@ -70,8 +81,20 @@ from reconciler.spec.secrets import SecretRef
 
 ENTRY = Path(__file__).parents[1] / "replication" / "standalone_entry.py"
 STOP_FILE = "stop.request"
+#: Where executors unpack the job's environment (`spark.archives` ...#kmirror-env); the entry uses the same name.
+_ENV_DIR = "kmirror-env"
+#: PythonRunner's Python file: the worker's copy of the submission's appResource (DriverRunner substitutes it).
+_USER_JAR = "{{USER_JAR}}"
 
-#: The driver's JVM log: WARN and up, appended to the flow's driver.log beside the Python job's output.
+
+@dataclass(frozen=True)
+class ShippedJob:
+    """What a job carries to a worker, on the shared checkpoint root: its environment, entry file and jars."""
+
+    archive: Path
+    entry: Path
+    jars: tuple[Path, ...]
+    python: str  # the driver's interpreter: the base Python the archive was packed from
 
 
 @dataclass(frozen=True)
@@ -173,7 +196,8 @@ class StandaloneRunner:
                 stale.unlink()
         rest = self._client(spark.rest_url) if spark.rest_url else self.rest
         resume = checkpoint_missing(checkpoint, previous) is not False
-        request = self.request(flow, spark, folder, spec_digest, checkpoint, resume_from_syncs=resume)
+        shipped = self.ship(root, spark)
+        request = self.request(flow, spark, folder, spec_digest, checkpoint, resume_from_syncs=resume, shipped=shipped)
         with folder.log.open("ab") as out:
             banner = f"\n===== kmirror: submitting flow {flow} with {spec_digest} to {rest.url} at {now()} =====\n"
             out.write(banner.encode())
@@ -190,6 +214,7 @@ class StandaloneRunner:
             "eos_flow": job_spec.eos_name,
             "generation": job_spec.generation,
             "started_at": time.time(),
+            **({"job_environment": str(shipped.archive)} if shipped else {}),
         }
         write_json(folder.runner, record)
         self.deployments[flow] = record
@@ -278,8 +303,10 @@ class StandaloneRunner:
         checkpoint: str,
         *,
         resume_from_syncs: bool = False,
+        shipped: ShippedJob | None = None,
     ) -> dict[str, Any]:
-        """The CreateSubmissionRequest of the flow's driver (no resolved secret in it)."""
+        """The CreateSubmissionRequest of the flow's driver (no resolved secret in it). With `shipped`, the driver
+        runs the shipped entry and environment (see the module docstring); without, this install's."""
         import pyspark
 
         props = spark_properties(spark)
@@ -287,10 +314,8 @@ class StandaloneRunner:
         props["spark.driver.extraJavaOptions"] = " ".join(
             p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j) if p
         )
-        jars = [p.resolve().as_uri() for p in job_jars()]
+        jars = [p.resolve().as_uri() for p in (shipped.jars if shipped else job_jars())]
         props["spark.jars"] = ",".join([*jars, *filter(None, props.get("spark.jars", "").split(","))])
-        props.setdefault("spark.pyspark.python", self.python)
-        props.setdefault("spark.pyspark.driver.python", self.python)
         args = [
             "--kmirror-log", str(folder.log),
             "--kmirror-stop-file", str(folder.stop),
@@ -298,16 +323,43 @@ class StandaloneRunner:
             "--digest", digest,
             "--checkpoint", checkpoint,
         ]  # fmt: skip
+        if shipped is not None:
+            props["spark.archives"] = f"{shipped.archive.as_uri()}#{_ENV_DIR}"
+            executor_python, driver_python = f"./{_ENV_DIR}/bin/python", shipped.python
+            props["spark.pyspark.python"], props["spark.pyspark.driver.python"] = executor_python, driver_python
+            args += ["--kmirror-env", str(shipped.archive)]
+        else:
+            props.setdefault("spark.pyspark.python", self.python)
+            props.setdefault("spark.pyspark.driver.python", self.python)
+            executor_python = driver_python = self.python
         if resume_from_syncs:
             args.append("--resume-from-syncs")
         return create_request(
             app_name=f"kmirror-{flow}",
-            entry=ENTRY,
+            entry=shipped.entry if shipped else ENTRY,
+            python_file=_USER_JAR if shipped else None,
             app_args=args,
             master=str(spark.master),
             spark_properties=props,
-            environment={"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python},
+            environment={"PYSPARK_PYTHON": executor_python, "PYSPARK_DRIVER_PYTHON": driver_python},
             spark_version=pyspark.__version__,
+        )
+
+    def ship(self, root: CheckpointRoot, spark: SparkSpec) -> ShippedJob | None:
+        """Copy the job's environment, entry file and jars to `<root>/_kmirror/envs/<key>/` (once per key: kmirror's
+        version, source and installed packages); None when `spark.conf` manages the environment itself."""
+        if spark.conf.get("spark.archives") is not None or spark.conf.get("spark.pyspark.python"):
+            return None
+        if root.path is None:
+            raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
+        archive, _built = job_env_archive()
+        shared = root.path / "_kmirror" / "envs" / archive.parent.name
+        jars = tuple(_copy_once(jar, shared / "jars" / jar.name) for jar in job_jars())
+        return ShippedJob(
+            archive=_copy_once(archive, shared / archive.name),
+            entry=_copy_once(ENTRY, shared / ENTRY.name),
+            jars=jars,
+            python=str(Path(sys._base_executable)),  # type: ignore[attr-defined]
         )
 
     def _previous(self, flow: str) -> dict[str, Any]:
@@ -367,6 +419,17 @@ class StandaloneRunner:
             f"driver {sid} is left as it is (see the master's web UI and {folder.log}). A driver that "
             "stays SUBMITTED is waiting for a worker with enough free cores and memory."
         )
+
+
+def _copy_once(source: Path, target: Path) -> Path:
+    """`target`, copied from `source` unless a file of the same size is there (the key names the content)."""
+    if target.is_file() and target.stat().st_size == source.stat().st_size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{time.monotonic_ns()}.tmp")
+    shutil.copyfile(source, partial)
+    partial.replace(target)
+    return target
 
 
 def _detail(job: StandaloneJob) -> str:

@@ -1,8 +1,10 @@
 """`spark.deploy: standalone` end to end: apply runs the replication job as a driver on a real Spark standalone
 cluster (one master with its REST submission server and one worker, started locally with spark-class), on the
-session's Kafka 3.9 source and 4.x target; the GitOps loop from fresh checkouts. The master's REST server requires
-a token signed with a key (Spark's JWSFilter): refused without it, every step below signs with the key the file
-references, and the key reaches no file and no command line.
+session's Kafka 3.9 source and 4.x target; the GitOps loop from fresh checkouts. The worker has no kmirror: it is
+started with an environment without kmirror's venv, PYTHONPATH or VIRTUAL_ENV, in which its Python cannot import
+kmirror (checked); the job carries its packed environment, entry file and jars on the shared checkpoint root.
+The master's REST server requires a token signed with a key (Spark's JWSFilter): refused without it, every step
+below signs with the key the file references, and the key reaches no file and no command line.
 
 One cluster and one flow serve the module (a driver start costs ~30 s here); in file order: apply from checkout
 A deploys and records replicate; a fresh copy B of the same file (another folder, nothing of A's) plans no change
@@ -22,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -58,13 +61,23 @@ KEY = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
 KEY_ENV = "KM_SPARK_REST_KEY"
 
 
+def worker_environment() -> dict[str, str]:
+    """A worker with Java, Spark and Python only: this environment without kmirror's venv on PATH, without
+    PYTHONPATH or VIRTUAL_ENV; plus the variable the file's reference names (drivers resolve it on the worker)."""
+    venv = Path(sys.prefix).resolve()
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not Path(p).resolve().is_relative_to(venv)]
+    kept = {k: v for k, v in os.environ.items() if k in ("HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "JAVA_HOME")}
+    return {**kept, "PATH": os.pathsep.join(path), KEY_ENV: KEY}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """A master whose REST server requires a JWS signed with KEY (Spark's JWSFilter), as production's should."""
+    """A master whose REST server requires a JWS signed with KEY (Spark's JWSFilter), as production's should; its
+    worker runs in `worker_environment()`."""
     home = tmp_path_factory.mktemp("spark-standalone")
     started = time.monotonic()
     os.environ[KEY_ENV] = KEY  # what the file references (and what `kmirror` run as a command inherits)
-    c = spark_standalone.start(home, rest_jws_key=KEY)
+    c = spark_standalone.start(home, rest_jws_key=KEY, environment=worker_environment())
     print(f"standalone master and worker up in {time.monotonic() - started:.1f}s")
     try:
         yield c
@@ -203,8 +216,32 @@ def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: S
 
     plan = operations.make_plan(desired)
     assert job_change(plan) == ("create", "deploy")
+    remote = setup.remote(desired, topic)
+    first: list[float] = []
+    applying = threading.Event()
+
+    def watch_first_record() -> None:
+        while applying.is_set() and not first:
+            try:
+                if sum(end_offsets(setup.target, remote).values()) > 0:
+                    first.append(time.monotonic())
+                    return
+            except Exception:  # the remote topic does not exist yet
+                pass
+            time.sleep(0.2)
+
+    applying.set()
+    watcher = threading.Thread(target=watch_first_record, daemon=True)
+    applied_at = time.monotonic()
+    watcher.start()
     seconds = apply(desired)
-    print(f"standalone: apply (remote topics + job deploy until its query runs) took {seconds:.1f}s")
+    wait_for("the first record on the target", lambda: first, timeout=180)
+    applying.clear()
+    load = os.getloadavg()[0]
+    print(
+        f"standalone: apply (remote topics + job deploy until its query runs) took {seconds:.1f}s; apply -> first "
+        f"record on the target {first[0] - applied_at:.1f}s (load average {load:.1f})"
+    )
     started = time.monotonic()
 
     job = setup.job(desired)
@@ -213,6 +250,23 @@ def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: S
     # The Python job runs under the worker's driver JVM, in the worker's folder for this driver.
     cwd = os.readlink(f"/proc/{status['pid']}/cwd")
     assert cwd == str(Path(setup.cluster.home) / "work" / (job.submission_id or "?")), cwd
+    # No kmirror on the worker: in the worker's environment its Python cannot import kmirror. The driver runs that
+    # base Python, with the environment the job carried (on the shared root) unpacked in the driver's folder.
+    worker_env = dict(
+        item.split("=", 1)
+        for item in Path(f"/proc/{setup.cluster.worker_pid}/environ").read_text().split("\0")
+        if "=" in item
+    )
+    assert not {"PYTHONPATH", "VIRTUAL_ENV"} & set(worker_env), sorted(worker_env)
+    python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+    assert python == sys._base_executable and not python.startswith(sys.prefix), python  # type: ignore[attr-defined]
+    probe = subprocess.run(
+        [python, "-c", "import reconciler"], env=worker_env, cwd=setup.cluster.home, capture_output=True, timeout=60
+    )
+    assert probe.returncode != 0 and b"No module named 'reconciler'" in probe.stderr, probe
+    assert (Path(cwd) / "kmirror-env" / "pyvenv.cfg").is_file()
+    shipped = json.loads((job.folder / "runner.json").read_text())["job_environment"]
+    assert Path(shipped).is_relative_to(setup.shared) and Path(shipped).is_file(), shipped
     wait_for(
         "the 200 records on the target",
         lambda: sum(end_offsets(setup.target, setup.remote(desired, topic)).values()) >= 200,
