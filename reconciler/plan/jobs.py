@@ -122,6 +122,10 @@ def plan_jobs(
         where = f"; {placement.describe()}" if placement is not None else ""
         if desired.spark.deploy == "yarn":  # where the job runs: the ResourceManager of the Hadoop configuration
             where += f"; runs on YARN as a cluster-mode application, checkpoint on {desired.spark.checkpoint_root}"
+        elif desired.spark.deploy == "standalone":  # the master that supervises the driver
+            master = desired.spark.master
+            where += f"; runs on the Spark standalone master {master} as a supervised driver, checkpoint on "
+            where += desired.spark.checkpoint_root
 
         def change(action: Action, operation: JobOperation, reason: str, moved_from: str | None = None) -> JobChange:
             after = JobForm(

@@ -3,11 +3,13 @@ parses, and the states it reports; plus the driver wrapper's stop watcher. No JV
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ from reconciler.jobcontract.layout import JobFolder
 from reconciler.replication import standalone_entry
 from reconciler.runners import JobRunnerError, runner_for
 from reconciler.runners.rest import PYTHON_RUNNER, DriverStatus, create_request, parse_created, parse_status
-from reconciler.runners.standalone import ENTRY, STOP_FILE, StandaloneRunner
+from reconciler.runners.standalone import ENTRY, STOP_FILE, ShippedJob, StandaloneRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import process_state
 
@@ -233,3 +235,61 @@ def test_an_inline_rest_signing_key_is_refused_and_a_reference_is_resolved_in_me
     assert isinstance(runner, StandaloneRunner)
     assert "k" * 43 not in json.dumps(desired.model_dump(mode="json"))
     assert runner.rest._signing_key == "k" * 43
+
+
+def test_a_shipped_job_runs_the_workers_copy_of_the_entry_with_the_packed_environment(tmp_path: Path) -> None:
+    desired = load_text(SPEC).state.with_source_path(tmp_path / "kmirror.yaml")
+    runner = runner_for(desired).primary
+    assert isinstance(runner, StandaloneRunner)
+    shared = tmp_path / "shared" / "_kmirror" / "envs" / "k"
+    shipped = ShippedJob(
+        archive=shared / "kmirror-env.tar.gz",
+        entry=shared / "standalone_entry.py",
+        jars=(shared / "jars" / "a.jar",),
+        python="/usr/bin/python3.11",
+    )
+    folder = runner.folder("f")
+    body = runner.request("f", desired.spark, folder, "d", "/shared/cp", shipped=shipped)
+    assert body["appResource"] == shipped.entry.as_uri()  # the worker downloads it into the driver's folder
+    args = body["appArgs"]
+    assert args[:2] == ["{{USER_JAR}}", ""]  # ... and PythonRunner runs that copy
+    assert args[args.index("--kmirror-env") + 1] == str(shipped.archive)
+    props = body["sparkProperties"]
+    assert props["spark.jars"] == (shared / "jars" / "a.jar").as_uri()  # nothing from this machine's cache
+    assert props["spark.archives"] == f"{shipped.archive.as_uri()}#kmirror-env"
+    assert props["spark.pyspark.driver.python"] == "/usr/bin/python3.11"
+    assert props["spark.pyspark.python"] == "./kmirror-env/bin/python"
+    assert body["environmentVariables"] == {
+        "PYSPARK_PYTHON": "./kmirror-env/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/usr/bin/python3.11",
+    }
+
+
+def test_the_entry_unpacks_the_environment_once_and_puts_it_first_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    archive = tmp_path / "env.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in (("pyvenv.cfg", b"home = /usr/bin\n"), (f"{site}/kmirror_probe_mod.py", b"X = 1\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("bin/python")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
+        tar.addfile(link)
+    driver = tmp_path / "driver-1"
+    driver.mkdir()
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    packages = standalone_entry.use_environment(archive.as_uri(), driver)
+    assert packages == driver / "kmirror-env" / site and sys.path[0] == str(packages)
+    assert (packages / "kmirror_probe_mod.py").read_text() == "X = 1\n"
+    assert not (driver / "kmirror-env" / "bin" / "python").exists()  # the driver already runs the base Python
+    archive.unlink()  # a relaunched driver reuses what its folder has
+    assert standalone_entry.use_environment(str(archive), driver) == packages
+    other = tmp_path / "other.tar.gz"
+    with tarfile.open(other, "w:gz") as tar:
+        info = tarfile.TarInfo("pyvenv.cfg")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(SystemExit, match="packed for another Python"):
+        standalone_entry.use_environment(str(other), tmp_path / "driver-2")

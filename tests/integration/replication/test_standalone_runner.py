@@ -216,6 +216,8 @@ def test_apply_deploys_the_job_on_the_cluster_and_plan_shows_it_running(setup: S
 
     plan = operations.make_plan(desired)
     assert job_change(plan) == ("create", "deploy")
+    row = next(c for c in plan.changes if c.address == f"job/{FLOW}")
+    assert f"runs on the Spark standalone master {setup.cluster.master_url} as a supervised driver" in row.reason
     remote = setup.remote(desired, topic)
     first: list[float] = []
     applying = threading.Event()
