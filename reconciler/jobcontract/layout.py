@@ -114,8 +114,9 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
 
     The standalone runner's driver runs on a worker, and later applies run from other checkouts: a relative path
     would mean a different folder on each, so the root must be absolute (or a `file:` URI) on a filesystem the
-    workers and the machines running kmirror share. The job's spec, status and log sit beside the checkpoint, so
-    a root the CLI cannot read as files (`hdfs:`, `s3a:`) serves the local runner only, for now.
+    workers and the machines running kmirror share, or an `hdfs:` URI (the runner reads the job's side files
+    through WebHDFS). The job's spec, status and log sit beside the checkpoint, so a root the CLI cannot read
+    (`s3a:`, `gs:`) serves the local runner only, for now.
     """
     match = _URI.match(text)
     scheme = match.group(1).lower() if match is not None and len(match.group(1)) > 1 else None
@@ -134,10 +135,10 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
             "later applies run from other checkouts; give an absolute path or a file: URI on a filesystem mounted at "
             "the same path on every worker and every machine that runs kmirror (e.g. file:///mnt/kmirror/checkpoints)"
         )
-    if scheme is not None and scheme != "file":
+    if scheme is not None and scheme not in ("file", "hdfs"):
         return (
             f"checkpoint_root {text!r} uses {scheme}:, but with deploy 'standalone' kmirror keeps each job's spec, "
             "status and log beside its checkpoint and reads them as files; use a shared filesystem path or file: URI "
-            "(hdfs: and s3a: roots work with deploy 'local')"
+            "or an hdfs:// URI (s3a: roots work with deploy 'local')"
         )
     return None

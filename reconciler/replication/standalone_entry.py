@@ -18,6 +18,11 @@
   (PR_SET_PDEATHSIG, Linux), and the same watcher thread exits the process when its parent has changed (the
   fallback elsewhere; a thread cannot do it once the interpreter is shutting down, the kernel can).
 
+With `--kmirror-folder URI` (a checkpoint root that is not a shared path, e.g. `hdfs://`), the job's side files sit
+in URI instead, as on YARN (`yarn_entry.py`'s watcher): the spec is fetched from `--spec URI` into the driver's
+folder, the job writes its status there, the watcher copies it to `URI/status.json` and turns `URI/stop.request`
+into the SIGTERM; LOG and STOP are then left out and the driver's output stays in its folder on the worker.
+
 Must not: hold replication logic; everything else is `reconciler.replication.job.main`.
 """
 
@@ -51,13 +56,13 @@ def die_with_parent() -> bool:
     return bool(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
 
 
-def watch(stop_file: Path, parent: int) -> None:
+def watch(stop_file: Path | None, parent: int) -> None:
     """Until the process ends: SIGTERM to itself once `stop_file` exists; exit when `parent` is gone."""
     signalled = False
     while True:
         if os.getppid() != parent:
             os._exit(70)  # the driver JVM died (killed): nothing to finish without it
-        if not signalled and stop_file.exists():
+        if not signalled and stop_file is not None and stop_file.exists():
             signalled = True
             os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(POLL_SECONDS)
@@ -122,16 +127,18 @@ def use_environment(archive: str, folder: Path) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kmirror-standalone-driver", add_help=False)
-    parser.add_argument("--kmirror-log", type=Path, required=True)
-    parser.add_argument("--kmirror-stop-file", type=Path, required=True)
+    parser.add_argument("--kmirror-log", type=Path)
+    parser.add_argument("--kmirror-stop-file", type=Path)
     parser.add_argument("--kmirror-env")
+    parser.add_argument("--kmirror-folder")
     args, job_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    fd = os.open(args.kmirror_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    if args.kmirror_log is not None:
+        fd = os.open(args.kmirror_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
     parent = os.getppid()
     die_with_parent()
     threading.Thread(
@@ -139,9 +146,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     ).start()
     if args.kmirror_env:
         use_environment(args.kmirror_env, Path.cwd())
+    if args.kmirror_folder:
+        return _run_with_remote_folder(args.kmirror_folder, job_args)
     from reconciler.replication.job import main as job_main
 
     return job_main(job_args)
+
+
+def _run_with_remote_folder(folder: str, job_args: list[str]) -> int:
+    """The job with its side files in `folder` (a URI), mirrored by yarn_entry's watcher."""
+    from reconciler.replication.job import main as job_main
+    from reconciler.replication.yarn_entry import SideFiles, mirror
+    from reconciler.replication.yarn_entry import watch as watch_folder
+
+    at = job_args.index("--spec") + 1
+    job_args[at] = str(fetch(job_args[at], Path("spec.json").resolve()))
+    status = Path("status.json").resolve()
+    files = SideFiles(folder)
+    stopping = threading.Event()
+    watcher = threading.Thread(
+        target=watch_folder, args=(files, status, stopping), name="kmirror-side-files", daemon=True
+    )
+    watcher.start()
+    try:
+        return job_main([*job_args, "--status", str(status)])
+    finally:
+        stopping.set()
+        watcher.join(timeout=10)
+        mirror(files, status, None)  # the final record (stopped, failed)
 
 
 if __name__ == "__main__":

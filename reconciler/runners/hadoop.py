@@ -65,13 +65,16 @@ class HadoopClient:
     user: str
 
     @classmethod
-    def from_conf_dir(cls, conf_dir: Path) -> HadoopClient:
+    def from_conf_dir(cls, conf_dir: Path, *, yarn: bool = True) -> HadoopClient:
+        """The cluster of `conf_dir`; `yarn=False`: HDFS only (no ResourceManager needed, `resource_manager` "")."""
         if not conf_dir.is_dir():
             raise JobRunnerError(f"the Hadoop configuration folder {conf_dir} does not exist")
         props = site_properties(conf_dir)
         rm = props.get("yarn.resourcemanager.webapp.address")
         if rm is None and props.get("yarn.resourcemanager.hostname"):
             rm = f"{props['yarn.resourcemanager.hostname']}:8088"
+        if rm is None and not yarn:
+            rm = ""
         if rm is None:
             raise JobRunnerError(
                 f"{conf_dir}/yarn-site.xml names no ResourceManager (yarn.resourcemanager.webapp.address or "
@@ -86,7 +89,7 @@ class HadoopClient:
                     "(core-site.xml) says where the NameNode's WebHDFS is"
                 )
             nn = f"{default_fs.hostname}:9870"
-        return cls(_http(nn), _http(rm), hadoop_user())
+        return cls(_http(nn), _http(rm) if rm else "", hadoop_user())
 
     # -- WebHDFS --------------------------------------------------------------------------------------------
     def read(self, uri: str) -> bytes | None:

@@ -59,7 +59,7 @@ class DriverStatus:
 def create_request(
     *,
     app_name: str,
-    entry: Path,
+    entry: Path | str,
     app_args: Sequence[str],
     master: str,
     spark_properties: Mapping[str, str],
@@ -67,7 +67,7 @@ def create_request(
     spark_version: str,
     python_file: str | None = None,
 ) -> dict[str, Any]:
-    """The body of `POST /v1/submissions/create` running `entry` (a Python file) as a cluster-mode driver.
+    """The body of `POST /v1/submissions/create` running `entry` (a Python file, or its URI) as a cluster-mode driver.
 
     `python_file`: the path PythonRunner runs, by default `entry`'s own; `{{USER_JAR}}` is the worker's copy of
     `entry` (the appResource, which the worker downloads into the driver's folder and substitutes there)."""
@@ -80,7 +80,7 @@ def create_request(
     props.setdefault("spark.driver.supervise", "true")
     return {
         "action": "CreateSubmissionRequest",
-        "appResource": entry.as_uri(),
+        "appResource": entry if isinstance(entry, str) else entry.as_uri(),
         "mainClass": PYTHON_RUNNER,
         # PythonRunner's arguments: the Python file, its comma-separated py-files (none), then the app's own.
         "appArgs": [python_file or str(entry), "", *app_args],

@@ -44,6 +44,8 @@ Must not: decide whether a job should run (the planner does), or touch another f
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import shutil
 import sys
 import time
@@ -55,7 +57,7 @@ from typing import Any
 from reconciler.artifacts import job_jars
 from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import read_report
-from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
+from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
@@ -74,6 +76,7 @@ from reconciler.runners.common import (
     write_json,
     write_private,
 )
+from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.rest import DriverStatus, RestClient, create_request
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
@@ -89,12 +92,17 @@ _USER_JAR = "{{USER_JAR}}"
 
 @dataclass(frozen=True)
 class ShippedJob:
-    """What a job carries to a worker, on the shared checkpoint root: its environment, entry file and jars."""
+    """What a job carries to a worker, on the checkpoint root (paths, or URIs on HDFS): its environment, entry file
+    and jars."""
 
-    archive: Path
-    entry: Path
-    jars: tuple[Path, ...]
+    archive: Path | str
+    entry: Path | str
+    jars: tuple[Path | str, ...]
     python: str  # the driver's interpreter: the base Python the archive was packed from
+
+
+def _uri(location: Path | str) -> str:
+    return location if isinstance(location, str) else location.resolve().as_uri()
 
 
 @dataclass(frozen=True)
@@ -156,10 +164,40 @@ class StandaloneRunner:
             None if key is None else key.resolve(self.base_dir) if isinstance(key, SecretRef) else str(key)
         )
         self.rest = self._client(spark.rest_url)
+        self._hadoop: HadoopClient | None = None
+
+    @property
+    def hadoop(self) -> HadoopClient:
+        """WebHDFS of the Hadoop configuration (`spark.hadoop_conf_dir`, else `$HADOOP_CONF_DIR`): an hdfs:// root."""
+        if self._hadoop is None:
+            configured = self.spark.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
+            if not configured:
+                raise JobRunnerError(
+                    f"spark.checkpoint_root {self.spark.checkpoint_root!r} is on HDFS: kmirror reads the jobs' side "
+                    "files through WebHDFS and needs the Hadoop client configuration; set spark.hadoop_conf_dir or "
+                    "$HADOOP_CONF_DIR to the folder with core-site.xml and hdfs-site.xml"
+                )
+            path = Path(configured).expanduser()
+            self._hadoop = HadoopClient.from_conf_dir(
+                (path if path.is_absolute() else self.base_dir / path).resolve(), yarn=False
+            )
+        return self._hadoop
+
+    def remote_folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> str | None:
+        """The flow's folder as a URI when its side files are on HDFS (not a shared path), else None."""
+        recorded = (previous if previous is not None else self._previous(flow)).get("folder")
+        if isinstance(recorded, str) and recorded:
+            return recorded if "://" in recorded else None
+        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        return None if root.path is not None else yarn_folder(root, self.state_topic, flow)
 
     def folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> JobFolder:
-        """The flow's folder: where its deployment put it, else beside the keyed checkpoint."""
-        recorded = folder_of(previous if previous is not None else self._previous(flow))
+        """The flow's folder: where its deployment put it, else beside the keyed checkpoint; for a folder on HDFS,
+        this host's copy of its status (as the YARN runner keeps)."""
+        previous = previous if previous is not None else self._previous(flow)
+        if self.remote_folder(flow, previous) is not None:
+            return local_job_folder(self.state_topic, flow)
+        recorded = folder_of(previous)
         if recorded is not None:
             return recorded
         folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_topic, flow)
@@ -183,6 +221,8 @@ class StandaloneRunner:
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
         checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
+        if root.path is None:
+            return self._deploy_remote(flow, job_spec, spark, root, checkpoint, previous)
         folder = self.folder(flow, previous) if previous else root.job_folder(self.state_topic, flow)
         if folder is None:
             raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
@@ -228,12 +268,17 @@ class StandaloneRunner:
         if not isinstance(sid, str):
             return
         folder = self.folder(flow, previous)
+        remote = self.remote_folder(flow, previous)
         rest = self._rest_of(previous)
         driver = rest.status(sid)
         if not driver.active:
             return
         if driver.state == "RUNNING":
-            write_private(folder.stop, f"{sid} {time.time()}\n")
+            request = f"{sid} {time.time()}\n"
+            if remote is not None:
+                self.hadoop.write(f"{remote}/{STOP_FILE}", request.encode())
+            else:
+                write_private(folder.stop, request)
             stopped = self._wait_inactive(rest, sid, self.stop_timeout)
         else:
             stopped = False  # queued or relaunching: no Python job to ask
@@ -241,12 +286,23 @@ class StandaloneRunner:
             rest.kill(sid)
             if not self._wait_inactive(rest, sid, 30):
                 raise JobRunnerError(f"the driver {sid} of flow {flow} did not stop after a kill request to {rest.url}")
+        if remote is not None:
+            self.deployments[flow] = {**previous, "stopped_at": time.time()}
+            return
         write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
 
     def forget(self, flow: str) -> None:
         """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        if previous:
+        remote = self.remote_folder(flow, previous) if previous else None
+        if remote is not None:
+            checkpoint = previous.get("checkpoint")
+            if isinstance(checkpoint, str) and checkpoint.startswith("hdfs:"):
+                self.hadoop.delete(checkpoint, recursive=True)
+            self.hadoop.delete(f"{remote}/runner.json")
+            with contextlib.suppress(FileNotFoundError):
+                self.folder(flow, previous).runner.unlink()
+        elif previous:
             forget_job(self.folder(flow, previous), previous)
         self.deployments.pop(flow, None)
 
@@ -274,6 +330,17 @@ class StandaloneRunner:
         if not isinstance(sid, str):
             return None
         folder = self.folder(flow, previous)
+        remote = self.remote_folder(flow, previous)
+        if remote is not None:
+            try:
+                self._copy_status(remote, folder)
+            except JobRunnerError as exc:
+                if strict:
+                    raise
+                unknown = "unknown (NameNode unreachable)"
+                return StandaloneJob(
+                    flow, folder.path, sid, previous.get("digest"), False, unknown, None, str(exc), None
+                )
         status = read_report(folder.status)
         digest = status.get("digest") or previous.get("digest")
         checkpoint = previous.get("checkpoint") if isinstance(previous.get("checkpoint"), str) else None
@@ -304,27 +371,31 @@ class StandaloneRunner:
         *,
         resume_from_syncs: bool = False,
         shipped: ShippedJob | None = None,
+        remote: str | None = None,
     ) -> dict[str, Any]:
         """The CreateSubmissionRequest of the flow's driver (no resolved secret in it). With `shipped`, the driver
         runs the shipped entry and environment (see the module docstring); without, this install's."""
         import pyspark
 
         props = spark_properties(spark)
-        log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
-        props["spark.driver.extraJavaOptions"] = " ".join(
-            p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j) if p
-        )
-        jars = [p.resolve().as_uri() for p in (shipped.jars if shipped else job_jars())]
+        if remote is None:  # a folder on HDFS: the driver JVM's log stays in its folder on the worker
+            log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
+            props["spark.driver.extraJavaOptions"] = " ".join(
+                p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j) if p
+            )
+        jars = [_uri(p) for p in (shipped.jars if shipped else job_jars())]
         props["spark.jars"] = ",".join([*jars, *filter(None, props.get("spark.jars", "").split(","))])
-        args = [
-            "--kmirror-log", str(folder.log),
-            "--kmirror-stop-file", str(folder.stop),
-            "--spec", str(folder.spec),
-            "--digest", digest,
-            "--checkpoint", checkpoint,
-        ]  # fmt: skip
+        if remote is None:
+            args = [
+                "--kmirror-log", str(folder.log),
+                "--kmirror-stop-file", str(folder.stop),
+                "--spec", str(folder.spec),
+            ]  # fmt: skip
+        else:
+            args = ["--kmirror-folder", remote, "--spec", f"{remote}/spec.json"]
+        args += ["--digest", digest, "--checkpoint", checkpoint]
         if shipped is not None:
-            props["spark.archives"] = f"{shipped.archive.as_uri()}#{_ENV_DIR}"
+            props["spark.archives"] = f"{_uri(shipped.archive)}#{_ENV_DIR}"
             executor_python, driver_python = f"./{_ENV_DIR}/bin/python", shipped.python
             props["spark.pyspark.python"], props["spark.pyspark.driver.python"] = executor_python, driver_python
             args += ["--kmirror-env", str(shipped.archive)]
@@ -336,7 +407,7 @@ class StandaloneRunner:
             args.append("--resume-from-syncs")
         return create_request(
             app_name=f"kmirror-{flow}",
-            entry=shipped.entry if shipped else ENTRY,
+            entry=_uri(shipped.entry) if shipped else ENTRY,
             python_file=_USER_JAR if shipped else None,
             app_args=args,
             master=str(spark.master),
@@ -350,17 +421,87 @@ class StandaloneRunner:
         version, source and installed packages); None when `spark.conf` manages the environment itself."""
         if spark.conf.get("spark.archives") is not None or spark.conf.get("spark.pyspark.python"):
             return None
-        if root.path is None:
-            raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
         archive, _built = job_env_archive()
+        python = str(Path(sys._base_executable))  # type: ignore[attr-defined]
+        if root.path is None:
+            base = f"{root.uri}/_kmirror/envs/{archive.parent.name}"
+            return ShippedJob(
+                archive=self._upload_once(archive, f"{base}/{archive.name}"),
+                entry=self._upload_once(ENTRY, f"{base}/{ENTRY.name}"),
+                jars=tuple(self._upload_once(jar, f"{base}/jars/{jar.name}") for jar in job_jars()),
+                python=python,
+            )
         shared = root.path / "_kmirror" / "envs" / archive.parent.name
         jars = tuple(_copy_once(jar, shared / "jars" / jar.name) for jar in job_jars())
         return ShippedJob(
             archive=_copy_once(archive, shared / archive.name),
             entry=_copy_once(ENTRY, shared / ENTRY.name),
             jars=jars,
-            python=str(Path(sys._base_executable)),  # type: ignore[attr-defined]
+            python=python,
         )
+
+    def _upload_once(self, source: Path, uri: str) -> str:
+        if not self.hadoop.exists(uri):
+            self.hadoop.write(f"{uri}.tmp", source.read_bytes())
+            self.hadoop.rename(f"{uri}.tmp", uri)
+        return uri
+
+    def _copy_status(self, remote: str, folder: JobFolder) -> None:
+        """This host's copy of the job's status.json on HDFS (removed when there is none)."""
+        data = self.hadoop.read(f"{remote}/status.json")
+        if data:
+            folder.path.mkdir(parents=True, exist_ok=True)
+            folder.status.write_bytes(data)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                folder.status.unlink()
+
+    def _deploy_remote(
+        self,
+        flow: str,
+        job_spec: JobSpec,
+        spark: SparkSpec,
+        root: CheckpointRoot,
+        checkpoint: str,
+        previous: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """`deploy` with the job's folder on HDFS: its side files written and read through WebHDFS."""
+        remote = self.remote_folder(flow, previous) or yarn_folder(root, self.state_topic, flow)
+        local = self.folder(flow, {"folder": remote})
+        local.path.mkdir(parents=True, exist_ok=True)
+        job_spec.write(local.spec)
+        self.hadoop.mkdirs(remote)
+        for stale in ("status.json", STOP_FILE):
+            self.hadoop.delete(f"{remote}/{stale}")
+        with contextlib.suppress(FileNotFoundError):
+            local.status.unlink()
+        self.hadoop.write(f"{remote}/spec.json", local.spec.read_bytes())
+        rest = self._client(spark.rest_url) if spark.rest_url else self.rest
+        shipped = self.ship(root, spark)
+        resume = bool(previous)  # the job checks its checkpoint itself; without offsets, the syncs
+        request = self.request(
+            flow, spark, local, job_spec.digest, checkpoint, resume_from_syncs=resume, shipped=shipped, remote=remote
+        )
+        sid = rest.create(request)
+        record = {
+            "runner": self.kind,
+            "flow": flow,
+            "submission_id": sid,
+            "digest": job_spec.digest,
+            "rest_url": rest.url,
+            "master": spark.master,
+            "folder": remote,
+            "checkpoint": checkpoint,
+            "eos_flow": job_spec.eos_name,
+            "generation": job_spec.generation,
+            "started_at": time.time(),
+            **({"job_environment": str(shipped.archive)} if shipped else {}),
+        }
+        self.hadoop.write(f"{remote}/runner.json", json.dumps(record, indent=2, sort_keys=True).encode())
+        write_json(local.runner, record)
+        self.deployments[flow] = record
+        self._wait_started(flow, local, rest, sid, remote)
+        return record
 
     def _previous(self, flow: str) -> dict[str, Any]:
         """The flow's last deployment: as the state topic recorded it, else as its shared folder has it (a driver
@@ -370,7 +511,14 @@ class StandaloneRunner:
             return dict(recorded)
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
         folder = root.job_folder(self.state_topic, flow)
-        return read_json(folder.runner) if folder is not None else {}
+        if folder is not None:
+            return read_json(folder.runner)
+        try:
+            data = self.hadoop.read(f"{yarn_folder(root, self.state_topic, flow)}/runner.json")
+            found = json.loads(data) if data else {}
+        except (JobRunnerError, ValueError):
+            return {}
+        return found if isinstance(found, dict) and found.get("runner") == self.kind else {}
 
     def _flows(self) -> list[str]:
         flows = set(self.deployments)
@@ -397,9 +545,13 @@ class StandaloneRunner:
             time.sleep(0.5)
         return False
 
-    def _wait_started(self, flow: str, folder: JobFolder, rest: RestClient, sid: str) -> None:
+    def _wait_started(
+        self, flow: str, folder: JobFolder, rest: RestClient, sid: str, remote: str | None = None
+    ) -> None:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
+            if remote is not None:
+                self._copy_status(remote, folder)
             status = read_report(folder.status)
             if status.get("state") == "running":
                 return

@@ -51,7 +51,8 @@ def test_only_a_root_every_worker_and_checkout_shares_serves_the_standalone_runn
     assert checkpoint_root_problem("/mnt/k", "standalone") is None
     assert checkpoint_root_problem("file:///mnt/k", "standalone") is None
     assert "is relative" in (checkpoint_root_problem("cp", "standalone") or "")
-    assert "hdfs:" in (checkpoint_root_problem("hdfs://nn/k", "standalone") or "")
+    assert checkpoint_root_problem("hdfs://nn/k", "standalone") is None  # side files through WebHDFS
+    assert "s3a:" in (checkpoint_root_problem("s3a://b/k", "standalone") or "")
 
 
 def test_a_recorded_checkpoint_is_used_on_and_an_old_unkeyed_one_is_found(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ A deploys and records replicate; a fresh copy B of the same file (another folder
 the job in `kmirror status`, and still plans no change once A's folder is gone; a spec change redeploys
 gracefully with nothing lost and no duplicate; a driver killed with SIGKILL is launched again by the master with
 no apply and nothing lost; a job whose checkpoint was deleted resumes from the offset-syncs on the next apply
-(nothing lost, at most offset_lag_max per partition copied again); a disabled flow has its driver stopped.
+(nothing lost, at most offset_lag_max per partition copied again); a disabled flow has its driver stopped. Last,
+a second flow with its checkpoint root on HDFS (the MiniDFSCluster of `kmirror dev up --yarn`'s tooling): side files
+through WebHDFS and Hadoop's FileSystem API, the environment shipped from HDFS, a graceful stop.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ import pytest
 from confluent_kafka import Producer
 
 from reconciler.app import operations
-from reconciler.devenv import spark_standalone
+from reconciler.devenv import spark_standalone, yarn_local
 from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.plan.definition import JobChange, Plan
 from reconciler.runners import FlowRunners, JobRunnerError
+from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.rest import RestClient
 from reconciler.runners.standalone import StandaloneJob
 from reconciler.spec.loader import load_desired_state
@@ -424,3 +427,84 @@ def test_a_disabled_flow_has_its_driver_stopped_by_apply(setup: Setup) -> None:
             assert KEY.encode() not in cmdline.read_bytes(), f"the REST key in process {cmdline.parent.name}"
         except OSError:
             continue
+
+
+def test_a_flow_with_its_checkpoint_on_hdfs_runs_on_the_same_worker_and_stops_gracefully(
+    setup: Setup, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The checkpoint root on HDFS: nothing of the job is on a shared path. It runs after the first flow stopped
+    (the worker's cores)."""
+    home = tmp_path_factory.mktemp("dev-root") / "yarn"
+    started = time.monotonic()
+    hadoop = yarn_local.start(home)
+    print(f"standalone: MiniDFSCluster (+ MiniYARNCluster) up in {time.monotonic() - started:.1f}s")
+    base = tmp_path_factory.mktemp("checkout-hdfs")
+    tag = f"h{setup.tag}"
+    topic = f"{tag}.orders"
+    create_topic(setup.source, topic, 2)
+    producer = Producer(setup.source.config())
+    for i in range(100):
+        producer.produce(topic, value=f"h{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    def write(enabled: bool) -> DesiredState:
+        (base / "kmirror.yaml").write_text(f"""
+version: 1
+clusters:
+  s{tag}: {{bootstrap_servers: "{setup.source.bootstrap_servers}"}}
+  t{tag}: {{bootstrap_servers: "{setup.target.bootstrap_servers}"}}
+state: {{cluster: t{tag}, topic: _kmirror.state.{tag}}}
+spark:
+  deploy: standalone
+  master: "{setup.cluster.master_url}"
+  rest_url: "{setup.cluster.rest_url}"
+  rest_jws_secret_key: "${{env:{KEY_ENV}}}"
+  hadoop_conf_dir: "{hadoop.hadoop_conf_dir}"
+  checkpoint_root: "{hadoop.hdfs}/kmirror"
+  conf: {{spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1}}
+flows:
+  - name: {FLOW}
+    enabled: {str(enabled).lower()}
+    source: s{tag}
+    target: t{tag}
+    topics: {{include: ["{tag}\\\\..*"]}}
+    sync: {{acls: false, group_offsets: false}}
+""")
+        return load_desired_state(base / "kmirror.yaml")
+
+    try:
+        desired = write(True)
+        row = next(c for c in operations.make_plan(desired).changes if c.address == f"job/{FLOW}")
+        assert f"checkpoint on {hadoop.hdfs}/kmirror" in row.reason, row.reason
+        applied_at = time.monotonic()
+        apply(desired)
+        remote = desired.flow(FLOW).remote_topic(topic)
+        wait_for("the 100 records on the target", lambda: sum(end_offsets(setup.target, remote).values()) >= 100)
+        print(
+            f"standalone, checkpoint on HDFS: apply -> 100 records on the target {time.monotonic() - applied_at:.1f}s"
+        )
+        assert [r.value for r in read_partition(setup.target, remote, 0)] == [
+            f"h{i}".encode() for i in range(0, 100, 2)
+        ]
+        runner = setup.runner(desired)
+        job = runner.job(FLOW)
+        assert isinstance(job, StandaloneJob) and job.running and job.state == "running", job
+        record = runner.deployments[FLOW]
+        folder = f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}/{FLOW}"
+        assert record["folder"] == folder and str(record["checkpoint"]).startswith(f"{hadoop.hdfs}/"), record
+        assert str(record["job_environment"]).startswith(f"{hadoop.hdfs}/kmirror/_kmirror/envs/"), record
+        client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
+        status = json.loads(client.read(f"{folder}/status.json") or b"{}")
+        assert status.get("state") == "running" and status.get("digest") == desired.flow_digest(FLOW), status
+        assert client.exists(f"{record['checkpoint']}/offsets"), "the Spark checkpoint is on HDFS"
+        python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+        assert python == sys._base_executable, python  # type: ignore[attr-defined]
+        assert job_change(operations.make_plan(desired)) is None
+
+        disabled = write(False)
+        apply(disabled)
+        job = setup.runner(disabled).job(FLOW)
+        assert isinstance(job, StandaloneJob) and not job.running and job.state == "stopped", job
+        assert job.driver is not None and job.driver.state == "FINISHED"  # it stopped itself: stop.request on HDFS
+    finally:
+        yarn_local.stop(home)
