@@ -16,7 +16,11 @@ Files: the job's folder sits beside its checkpoint, `<checkpoint_root>/<state to
 filesystem the workers and every machine that runs kmirror share: spec.json, log4j2.properties, driver.log (the
 Python job's output and the driver JVM's warnings), status.json (written by the job), runner.json (the
 deployment, written at submission: a driver submitted by an apply killed before it recorded it is still found),
-and `stop.request`.
+and `stop.request`. An `hdfs://` checkpoint root shares no path: the folder is a URI beside the checkpoint, which
+the runner reads and writes through WebHDFS (`hadoop.py`, the Hadoop configuration of `spark.hadoop_conf_dir` or
+`$HADOOP_CONF_DIR`) and the driver through Hadoop's FileSystem API (`standalone_entry.py --kmirror-folder`, as on
+YARN); this host keeps a copy of the last status read in `$KMIRROR_HOME/jobs/<state topic>/<flow>`, which is what
+`job(flow).folder` names, and the driver's output stays in its folder on the worker.
 
 The job carries its own Python and jars, as on YARN: apply copies, once per kmirror version and install, the packed
 environment (`artifacts.job_env`), the driver's entry file and the job's jars to `<checkpoint_root>/_kmirror/envs/

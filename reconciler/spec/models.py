@@ -143,14 +143,14 @@ class SparkSpec(SpecModel):
         description="Where the jobs' Spark checkpoints (their read positions) live, under <state topic>/<flow>: a "
         "path or a URI (file:, hdfs:, s3a:, ...). With deploy 'standalone', an absolute path or file: URI on a "
         "filesystem every worker and every machine that runs kmirror mounts at the same path (the jobs' spec, "
-        "status and log sit beside the checkpoints). A relative path is taken from this file's folder (deploy "
-        "'local' only).",
+        "status and log sit beside the checkpoints), or an hdfs: URI (with hadoop_conf_dir). A relative path is "
+        "taken from this file's folder (deploy 'local' only).",
     )
     hadoop_conf_dir: str | None = Field(
         default=None,
-        description="deploy=yarn: the Hadoop client configuration folder (core-site.xml, hdfs-site.xml, "
-        "yarn-site.xml: the ResourceManager and NameNode addresses); left out, $HADOOP_CONF_DIR. A relative path is "
-        "taken from this file's folder.",
+        description="deploy=yarn, or deploy=standalone with an hdfs: checkpoint_root: the Hadoop client "
+        "configuration folder (core-site.xml, hdfs-site.xml, yarn-site.xml: the NameNode and, for yarn, the "
+        "ResourceManager addresses); left out, $HADOOP_CONF_DIR. A relative path is taken from this file's folder.",
     )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
 
