@@ -293,3 +293,26 @@ def test_the_entry_unpacks_the_environment_once_and_puts_it_first_on_the_path(
         tar.addfile(info, io.BytesIO(b""))
     with pytest.raises(SystemExit, match="packed for another Python"):
         standalone_entry.use_environment(str(other), tmp_path / "driver-2")
+
+
+def test_a_job_with_its_folder_on_hdfs_reads_its_spec_and_writes_its_status_there(tmp_path: Path) -> None:
+    desired = load_text(SPEC.replace("checkpoint_root: /shared/kmirror", "checkpoint_root: hdfs://nn:8020/k"))
+    desired = desired.state.with_source_path(tmp_path / "kmirror.yaml")
+    runner = runner_for(desired).primary
+    assert isinstance(runner, StandaloneRunner)
+    remote = "hdfs://nn:8020/k/_kmirror.state/f"
+    assert runner.remote_folder("f", {}) == remote
+    folder = runner.folder("f", {"folder": remote})  # this host's copy of its status
+    assert "hdfs" not in str(folder.path)
+    base = "hdfs://nn:8020/k/_kmirror/envs/k"
+    shipped = ShippedJob(f"{base}/kmirror-env.tar.gz", f"{base}/standalone_entry.py", (f"{base}/jars/a.jar",), "/p")
+    body = runner.request("f", desired.spark, folder, "d", f"{remote}/checkpoint", shipped=shipped, remote=remote)
+    assert body["appResource"] == f"{base}/standalone_entry.py"
+    args = body["appArgs"]
+    assert args[args.index("--kmirror-folder") + 1] == remote
+    assert args[args.index("--spec") + 1] == f"{remote}/spec.json"
+    assert "--kmirror-log" not in args and "--kmirror-stop-file" not in args
+    props = body["sparkProperties"]
+    assert props["spark.jars"] == f"{base}/jars/a.jar"
+    assert props["spark.archives"] == f"{base}/kmirror-env.tar.gz#kmirror-env"
+    assert "log4j2.configurationFile" not in props.get("spark.driver.extraJavaOptions", "")
