@@ -248,14 +248,14 @@ CASES: list[tuple[str, str, int, str]] = [
         "on a filesystem mounted at the same path on every worker",
     ),
     (
-        "spark-standalone-hdfs-checkpoint-root",
+        "spark-standalone-s3a-checkpoint-root",
         HEAD.replace(
             "flows:",
             "spark: {deploy: standalone, master: 'spark://m:7077', rest_url: 'http://m:6066', "
-            "checkpoint_root: 'hdfs://nn/kmirror'}\nflows:",
+            "checkpoint_root: 's3a://bucket/kmirror'}\nflows:",
         ),
         6,
-        "use a shared filesystem path or file: URI",
+        "use a shared filesystem path or file: URI or an hdfs:// URI",
     ),
     (
         "spark-mode-unknown",
