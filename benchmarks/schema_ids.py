@@ -2,12 +2,17 @@
 without it, on 1 KB Avro records in the Confluent wire format (magic byte 0, 4-byte id).
 
 Starts its own Kafka pair and two schema registries (Apicurio, as `kmirror dev up --schema-registry`) under a
-temporary folder, fills two source topics with the same records (schema registered on the source; unrelated schemas
-on the target first, so every id is rewritten), then runs `--repeat` interleaved pairs of the real job (LocalRunner,
-the path `kmirror apply` takes): one flow without `sync.schemas`, one with (odd pairs in the other order). Each copy
-window is timed on the target from 10 % to 90 % of the records (the job's start and its last batch are outside it).
-Writes JSON with each run's records/s, the ratios (with / without) as median and spread, and the machine's load
-average and CPU count.
+temporary folder (removed at the end unless `--keep`), fills **one** source topic (schema registered on the source;
+unrelated schemas on the target first, so every id is rewritten), then runs `--repeat` interleaved pairs of the
+real job (LocalRunner, the path `kmirror apply` takes) over that same topic: one flow without `sync.schemas`, one
+with (odd pairs in the other order). Every run reads the same records from the same log (same page-cache state),
+and the remote topic is deleted after each run, so the target holds one copy at a time. Each copy window is timed
+on the target from 10 % to 90 % of the records (the job's start and its last records are outside it), with one
+watermark client kept open for the whole run; over the same window the job's CPU (its process tree, from /proc) and
+the machine's (load average, CPU used by processes this benchmark did not start) are recorded. `--jfr` records
+each job with Java Flight Recorder and counts the window's execution samples of the task threads, and those in
+`SchemaIds`. Writes JSON with each run's records/s and CPU seconds per million records, the ratios (with /
+without) as median and spread.
 
 Must not: be imported by kmirror (a benchmark, not production code).
 """
@@ -17,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,34 +84,104 @@ def _fill(bootstrap: str, topic: str, partitions: int, records: int, schema_id: 
     assert producer.flush(120) == 0
 
 
-def _count(bootstrap: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+class _Counter:
+    """Records on the target's topic (the sum of its partitions' high watermarks), through one client kept open."""
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return 0
-        total = 0
-        for p in meta.partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            total += high
-        return total
-    finally:
-        consumer.close()
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count"})
+        self.partitions: dict[str, list[int]] = {}
+
+    def count(self, topic: str) -> int:
+        from confluent_kafka import TopicPartition
+
+        if not self.partitions.get(topic):
+            meta = self.consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                return 0
+            self.partitions[topic] = sorted(meta.partitions)
+        return sum(
+            self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in self.partitions[topic]
+        )
+
+    def forget(self, topic: str) -> None:
+        self.partitions.pop(topic, None)
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
-def _run(work: Path, name: str, clusters: dict[str, Any], topic: str, records: int, schemas: bool) -> dict[str, Any]:
+def _delete_topic(bootstrap: str, topic: str, timeout: float = 120) -> None:
+    """Delete `topic` and wait until the cluster no longer lists it (the next run's job creates it afresh)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=60)[topic].result(timeout=90)
+    deadline = time.monotonic() + timeout
+    while topic in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} still listed {timeout:.0f}s after its deletion")
+        time.sleep(0.5)
+
+
+def _window_samples(jfr: Path, since: float, until: float) -> dict[str, Any]:
+    """Execution samples of the job's task threads between two wall-clock times, and how many of them were in
+    SchemaIds (`jfr print`; a sample is a running Java thread's stack, every 10-20 ms with the `profile`
+    settings)."""
+    from datetime import datetime
+
+    printed = subprocess.run(
+        ["jfr", "print", "--json", "--events", "jdk.ExecutionSample", str(jfr)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tasks = translating = 0
+    for event in json.loads(printed.stdout)["recording"]["events"]:
+        values = event["values"]
+        at = datetime.fromisoformat(values["startTime"].replace("Z", "+00:00")[:26] + "+00:00").timestamp()
+        thread = (values.get("sampledThread") or {}).get("javaName") or ""
+        if not since <= at <= until or not thread.startswith("Executor task launch worker"):
+            continue
+        tasks += 1
+        frames = (values.get("stackTrace") or {}).get("frames") or []
+        translating += any(f["method"]["type"]["name"].endswith("/SchemaIds") for f in frames)
+    return {
+        "task_samples": tasks,
+        "schema_ids_samples": translating,
+        "schema_ids_share": round(translating / tasks, 4) if tasks else None,
+    }
+
+
+def _run(
+    work: Path,
+    name: str,
+    clusters: dict[str, Any],
+    topic: str,
+    records: int,
+    schemas: bool,
+    counter: _Counter,
+    jfr: bool,
+) -> dict[str, Any]:
+    from benchmarks.replication.measure import MachineMark, between, tree_cpu
     from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text
 
     folder = work / name
     folder.mkdir()
+    conf = {}
+    recording = work / f"{name}.jfr"
+    if jfr:
+        conf["spark.driver.extraJavaOptions"] = (
+            f"-XX:StartFlightRecording=settings=profile,dumponexit=true,filename={recording}"
+        )
     doc = {
         "version": 1,
         "clusters": clusters,
         "state": {"cluster": "dst"},
-        "spark": {"deploy": "local", "master": "local[2]", "checkpoint_root": "checkpoints"},
+        "spark": {"deploy": "local", "master": "local[2]", "checkpoint_root": "checkpoints", "conf": conf},
         "flows": [
             {
                 "name": name,
@@ -119,45 +196,63 @@ def _run(work: Path, name: str, clusters: dict[str, Any], topic: str, records: i
     }
     (folder / "kmirror.yaml").write_text(json.dumps(doc, indent=2))
     state = load_text(json.dumps(doc)).state.with_source_path(folder / "kmirror.yaml")
-    runner = LocalRunner(folder, state.spark, root=folder, stop_timeout=60, start_timeout=300)
+    runner = LocalRunner(folder, state.spark, root=folder, stop_timeout=120, start_timeout=300)
     bootstrap = str(clusters["dst"]["bootstrap_servers"])
     remote = f"src.{topic}"
-    marks: dict[str, float] = {}
-    load_before = os.getloadavg()
-    runner.deploy(name, state.flow_effective_spec(name), state.flow_digest(name))
+    marks: dict[str, Any] = {}
+    deployed = runner.deploy(name, state.flow_effective_spec(name), state.flow_digest(name))
+    job = [int(deployed["pid"])]
+    status_file = Path(deployed["folder"]) / "status.json"
     try:
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
-            n = _count(bootstrap, remote)
-            now = time.monotonic()
-            if n >= records * 0.1 and "p10" not in marks:
-                marks["p10"], marks["n10"] = now, n
-            if n >= records * 0.9 and "p90" not in marks:
-                marks["p90"], marks["n90"] = now, n
+            n = counter.count(remote)
+            for share in (10, 90):
+                if n >= records * share / 100 and f"n{share}" not in marks:
+                    marks[f"n{share}"], marks[f"cpu{share}"] = n, tree_cpu(job)
+                    marks[f"m{share}"], marks[f"t{share}"] = MachineMark.now(), time.time()
             if n >= records:
                 break
             time.sleep(0.2)
         else:
-            raise RuntimeError(f"{name}: the target did not get {records} records in 15 minutes")
+            raise RuntimeError(f"{name}: the target did not get {records} records in 30 minutes")
+        status = json.loads(status_file.read_text())
     finally:
         runner.stop(name)
-    rate = (marks["n90"] - marks["n10"]) / (marks["p90"] - marks["p10"])
-    return {
+        counter.forget(remote)
+        _delete_topic(bootstrap, remote)
+    copied = marks["n90"] - marks["n10"]
+    window = marks["m90"].at - marks["m10"].at
+    machine = between(marks["m10"], marks["m90"], os.cpu_count() or 1)
+    run = {
         "run": name,
         "schemas": schemas,
-        "records_per_s": round(rate),
-        "window_s": round(marks["p90"] - marks["p10"], 2),
-        "loadavg_before": load_before,
-        "loadavg_after": os.getloadavg(),
+        "mode": status.get("mode"),
+        "task_slots": status.get("task_slots"),
+        "records_per_s": round(copied / window),
+        "window_s": round(window, 2),
+        "job_cpu_s_per_million": round((marks["cpu90"] - marks["cpu10"]) / copied * 1e6, 2),
+        "loadavg_before": machine["loadavg_before"],
+        "loadavg_after": machine["loadavg_after"],
+        "foreign_cpu_share": machine["foreign_cpu_share"],
     }
+    if jfr and recording.exists():
+        run["profile"] = {"jfr": str(recording), **_window_samples(recording, marks["t10"], marks["t90"])}
+    return run
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {"median": round(statistics.median(values), 3), "spread": [round(min(values), 3), round(max(values), 3)]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in the source topic (copied per run)")
     parser.add_argument("--record-size", type=int, default=1024)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="interleaved pairs (odd pairs translate first)")
+    parser.add_argument("--jfr", action="store_true", help="record each job with JFR; count SchemaIds' samples")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (clusters' data, jobs, JFR files)")
     parser.add_argument("-o", "--output", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -173,37 +268,45 @@ def main(argv: list[str] | None = None) -> int:
         registries = [pool.submit(schema_registry.start, n, work / n) for n in ("src", "dst")]
         src, dst = (f.result() for f in kafka)
         src_sr, dst_sr = (f.result() for f in registries)
+    counter = _Counter(dst.bootstrap_servers)
     try:
         for i in range(5):  # the target's ids mean other schemas: every record's id is rewritten
             _register(dst_sr.url, f"unrelated-{i}-value", {"type": "enum", "name": f"U{i}", "symbols": ["A"]})
-        topics = [f"payments-{i}" for i in range(2 * args.repeat)]
-        schema_id = 0
-        for topic in topics:
-            schema_id = _register(src_sr.url, f"{topic}-value", SCHEMA)
-            _fill(src.bootstrap_servers, topic, args.partitions, args.records, schema_id, args.record_size)
+        topic = "payments"
+        schema_id = _register(src_sr.url, f"{topic}-value", SCHEMA)
+        _fill(src.bootstrap_servers, topic, args.partitions, args.records, schema_id, args.record_size)
         clusters = {
             "src": {"bootstrap_servers": src.bootstrap_servers, "schema_registry": {"url": src_sr.url}},
             "dst": {"bootstrap_servers": dst.bootstrap_servers, "schema_registry": {"url": dst_sr.url}},
         }
         runs = []
-        rates: dict[tuple[int, bool], int] = {}
+        by_pair: dict[tuple[int, bool], dict[str, Any]] = {}
         for pair in range(args.repeat):
             # Odd pairs run the translating job first: a drift of the machine's load within a pair does not
             # always favour the same side.
             order = (False, True) if pair % 2 == 0 else (True, False)
-            for j, schemas in enumerate(order):
+            for schemas in order:
                 name = f"{'with' if schemas else 'without'}-{pair}"
-                runs.append(_run(work, name, clusters, topics[2 * pair + j], args.records, schemas))
-                rates[(pair, schemas)] = runs[-1]["records_per_s"]
+                runs.append(_run(work, name, clusters, topic, args.records, schemas, counter, args.jfr))
+                by_pair[(pair, schemas)] = runs[-1]
                 print(json.dumps(runs[-1]), file=sys.stderr)
-        ratios = [rates[(p, True)] / rates[(p, False)] for p in range(args.repeat)]
+        pairs = range(args.repeat)
+
+        def ratios(key: str) -> list[float]:
+            return [by_pair[(p, True)][key] / by_pair[(p, False)][key] for p in pairs]
+
+        rate, cpu = ratios("records_per_s"), ratios("job_cpu_s_per_million")
         report = {
             "records": args.records,
             "record_size": args.record_size,
             "partitions": args.partitions,
+            "design": "one source topic read by every run; remote topic deleted after each run",
             "runs": runs,
-            "ratio_with_over_without": round(statistics.median(ratios), 3),
-            "ratios_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+            "ratio_with_over_without": _summary(rate)["median"],
+            "ratios_spread": _summary(rate)["spread"],
+            "cpu_per_record_with_over_without": _summary(cpu),
+            "windows_s": [min(r["window_s"] for r in runs), max(r["window_s"] for r in runs)],
+            "loadavg_1min": [min(r["loadavg_before"][0] for r in runs), max(r["loadavg_after"][0] for r in runs)],
             "cpus": os.cpu_count(),
             "loadavg_end": os.getloadavg(),
         }
@@ -212,10 +315,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.output:
             args.output.write_text(text + "\n")
     finally:
+        counter.close()
         for name in ("src", "dst"):
             schema_registry.stop(work / name)
         kafka_local.stop(work / "src")
         kafka_local.stop(work / "dst")
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)  # a 4M-record run leaves gigabytes per cluster otherwise
     return 0
 
 
