@@ -165,7 +165,7 @@ def _run(
     counter: _Counter,
     jfr: bool,
 ) -> dict[str, Any]:
-    from benchmarks.replication.measure import MachineMark, between, tree_cpu
+    from benchmarks.replication.measure import MachineMark, between, thread_cpu, tree_cpu
     from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text
 
@@ -210,6 +210,7 @@ def _run(
             for share in (10, 90):
                 if n >= records * share / 100 and f"n{share}" not in marks:
                     marks[f"n{share}"], marks[f"cpu{share}"] = n, tree_cpu(job)
+                    marks[f"threads{share}"] = thread_cpu(job[0])  # spark-submit execs the driver's JVM
                     marks[f"m{share}"], marks[f"t{share}"] = MachineMark.now(), time.time()
             if n >= records:
                 break
@@ -235,10 +236,18 @@ def _run(
         "loadavg_before": machine["loadavg_before"],
         "loadavg_after": machine["loadavg_after"],
         "foreign_cpu_share": machine["foreign_cpu_share"],
+        "jvm_threads_cpu_s_per_million": _thread_groups(marks["threads10"], marks["threads90"], copied),
     }
     if jfr and recording.exists():
         run["profile"] = {"jfr": str(recording), **_window_samples(recording, marks["t10"], marks["t90"])}
     return run
+
+
+def _thread_groups(before: dict[str, float], after: dict[str, float], records: int, top: int = 10) -> dict[str, float]:
+    """The JVM's thread groups that used the most CPU between two /proc readings, in seconds per million records."""
+    used = {name: after[name] - before.get(name, 0.0) for name in after}
+    busiest = sorted(used.items(), key=lambda kv: -kv[1])[:top]
+    return {name: round(seconds / records * 1e6, 2) for name, seconds in busiest}
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
