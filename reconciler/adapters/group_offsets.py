@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from reconciler.adapters.record_ranges import translate_exactly
 from reconciler.adapters.replication_lag import replication_lag
@@ -179,15 +179,16 @@ class OffsetWriter(Protocol):
     ) -> Outcome: ...
 
 
-def write_group_offsets(admin: OffsetWriter, form: Mapping[str, Any]) -> Outcome:
-    """Commit a change's translated offsets (with their source metadata) for its group.
+def write_group_offsets(
+    admin: OffsetWriter,
+    group: str,
+    offsets: Mapping[tuple[str, int], int],
+    metadata: Mapping[tuple[str, int], str] | None = None,
+) -> Outcome:
+    """Commit a change's translated offsets (with their source metadata, per partition) for its group.
 
     The broker refuses a group that has members.
     """
-    group = str(form["group"])
-    rows = form.get("partitions", ())
-    offsets = {(str(r["topic"]), int(r["partition"])): int(r["target_offset"]) for r in rows}
-    metadata = {(str(r["topic"]), int(r["partition"])): str(r["metadata"]) for r in rows if r.get("metadata")}
     if not offsets:
         return Outcome(group, True, "nothing to write", already_done=True)
     outcome = admin.alter_group_offsets(group, offsets, metadata)

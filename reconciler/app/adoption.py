@@ -17,12 +17,12 @@ Must not: talk to a cluster or to the state topic, or decide anything the planne
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from reconciler.errors import KmirrorError
 from reconciler.live.model import LiveState
 from reconciler.plan.acls import synced_acl
 from reconciler.plan.definition import Action, TopicChange
+from reconciler.plan.forms import AclForm, TopicForm
 from reconciler.plan.topics import plan_remote_topics
 from reconciler.resources.addresses import AclAddress, AddressError, Kind, TopicAddress, parse_address
 from reconciler.resources.recorded import RecordedState
@@ -39,7 +39,7 @@ class Adoption:
 
     address: str
     kind: str
-    attributes: dict[str, Any]
+    attributes: TopicForm | AclForm
     notes: tuple[str, ...] = ()
 
 
@@ -122,7 +122,7 @@ def _adopt_topic(desired: DesiredState, live: LiveState, recorded: RecordedState
             "or set `replication.adopt_existing: true` on the flow and let `kmirror apply` align it."
         )
     notes = tuple(str(w) for w in mine if w not in refusing)
-    return Adoption(address, Kind.TOPIC, after.model_dump(mode="json"), notes)
+    return Adoption(address, Kind.TOPIC, after, notes)
 
 
 def _adopt_acl(
@@ -168,13 +168,15 @@ def _adopt_acl(
             + ", ".join(f"{permission} from host {host}" for host, permission in missing)
             + "; `kmirror apply` creates what is missing"
         )
-    form: dict[str, Any] = {
-        "cluster": cluster,
-        "principal": principal,
-        "operation": operation,
-        "topic": topic,
-        "pattern_type": "LITERAL",
-        "entries": [{"host": h, "permission": p} for h, p in sorted(current)],
-        "managed": [{"host": h, "permission": p} for h, p in sorted(wanted)],
-    }
+    form = AclForm.model_validate(
+        {
+            "cluster": cluster,
+            "principal": principal,
+            "operation": operation,
+            "topic": topic,
+            "pattern_type": "LITERAL",
+            "entries": [{"host": h, "permission": p} for h, p in sorted(current)],
+            "managed": [{"host": h, "permission": p} for h, p in sorted(wanted)],
+        }
+    )
     return Adoption(address, Kind.ACL, form)

@@ -55,6 +55,7 @@ from reconciler.plan.definition import GroupOffsetsChange
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.spec.models import DesiredState, FlowSpec
 from reconciler.state.lock import LockHeldError, StateLock, describe, holder
+from reconciler.state.records import RecordEntry
 from reconciler.state.store import ApplySession, StateStore
 
 Say = Callable[[str], None]
@@ -289,7 +290,7 @@ def run_cutover(
                 desired.spec_digest(),
                 lock.id,
                 operation="cutover",
-                details={"flow": flow.name},
+                flow=flow.name,
             )
         try:
             _write_steps(desired, flow, admins, result, say=say, dry_run=store is None, client_timeout=client_timeout)
@@ -298,11 +299,11 @@ def run_cutover(
                 session.finish("interrupted")
             raise
         if session is not None:
-            entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]] = [
+            entries: list[RecordEntry] = [
                 (
                     c.address,
                     c.kind.value,
-                    c.after.model_dump(mode="json") if c.after else None,
+                    c.after,
                     c.action.value,
                     "applied",
                     "",
@@ -385,7 +386,7 @@ def _write_steps(
             )
         if dry_run:
             continue
-        outcome = write_group_offsets(admins[dst], after.model_dump(mode="json"))
+        outcome = write_group_offsets(admins[dst], after.group, *after.commits())
         if outcome.ok:
             result.written.append(change)
         else:
@@ -430,7 +431,3 @@ def _source_ends(flow: FlowSpec, admin: KafkaAdmin) -> dict[tuple[str, int], int
         for p in range(m.partitions)
     ]
     return admin.end_offsets(partitions)
-
-
-def _form_of(change: GroupOffsetsChange) -> dict[str, Any] | None:
-    return None if change.after is None else change.after.model_dump(mode="json")

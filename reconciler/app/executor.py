@@ -43,8 +43,10 @@ from reconciler.plan.definition import (
     TopicChange,
     config_ops,
 )
-from reconciler.plan.forms import AclForm, EosGroup, QuotaForm, TopicForm
+from reconciler.plan.forms import AclForm, EosGroup, Form, JobRecord, QuotaForm, TopicForm
 from reconciler.resources.addresses import job_address, topic_address
+from reconciler.resources.deployments import Deployment
+from reconciler.state.records import RecordEntry
 
 C = TypeVar("C", bound=AnyChange)
 
@@ -56,9 +58,12 @@ UNCONFIRMED = "unconfirmed"
 
 
 class ChangeRecorder(Protocol):
-    def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None: ...
+    """Where the executor records each change (`reconciler.state.store.ApplySession`): a create's form before the
+    call (pending), then every outcome with the form as applied."""
 
-    def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None: ...
+    def intend(self, items: list[tuple[str, str, Form | None]]) -> None: ...
+
+    def record_many(self, entries: list[RecordEntry]) -> None: ...
 
 
 class ClusterAdmin(Protocol):
@@ -105,7 +110,7 @@ class JobRunner(Protocol):
     checkpoint lives...), which is recorded with the job, or None when it has none to give.
     """
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None: ...
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment | None: ...
 
     def stop(self, flow: str) -> None: ...
 
@@ -208,7 +213,7 @@ class Executor:
         self.retry_delays = tuple(retry_delays)
         self.outcomes: list[ChangeOutcome] = []
         self._total = 0
-        self._unrecorded: list[tuple[tuple[str, str, Mapping[str, Any] | None, str, str, str], ChangeOutcome]] = []
+        self._unrecorded: list[tuple[RecordEntry, ChangeOutcome]] = []
         self._unconfirmed: set[str] = set()
 
     def run(self, plan: Plan) -> list[ChangeOutcome]:
@@ -381,7 +386,7 @@ class Executor:
             if c.action == Action.CREATE:
                 # Pending before the runner starts it: an apply killed while the job starts leaves the job known.
                 self._intend([c])
-            deployment: Mapping[str, Any] | None = None
+            deployment: Deployment | None = None
             forgotten: Outcome | None = None
             try:
                 if c.action == Action.DELETE:
@@ -403,7 +408,7 @@ class Executor:
                     continue
                 attributes = None
                 if deployment is not None and c.after is not None:
-                    attributes = {**c.after.model_dump(mode="json"), "deployment": dict(deployment)}
+                    attributes = JobRecord.of(c.after, deployment)
                 self._done(c, Outcome(c.address, True), attributes)
                 old = c.after.moved_from if c.after is not None else None
                 if old is not None:  # the old name's record goes: its job is the renamed one now
@@ -432,7 +437,7 @@ class Executor:
             self._flush()
 
     # -- outcomes ---------------------------------------------------------------------------------------------
-    def _done(self, c: AnyChange, result: Outcome, attributes: Mapping[str, Any] | None = None) -> None:
+    def _done(self, c: AnyChange, result: Outcome, attributes: Form | None = None) -> None:
         recorded = "applied" if result.ok else UNCONFIRMED if c.address in self._unconfirmed else "failed"
         outcome = ChangeOutcome(c.address, c.action.value, "applied" if result.ok else "failed", result.message)
         if c.action == Action.DELETE:
@@ -529,13 +534,13 @@ def _topic_form(c: TopicChange | InternalTopicChange) -> TopicForm:
     return form
 
 
-def _recorded_form(c: AnyChange) -> dict[str, Any] | None:
+def _recorded_form(c: AnyChange) -> Form | None:
     if isinstance(c, AclChange):
         # Recorded: only what kmirror manages, so a later prune never touches ACLs made by others.
         if c.after is None or not c.after.managed:
             return None
-        return c.after.model_copy(update={"entries": c.after.managed}).model_dump(mode="json")
-    return None if c.after is None else c.after.model_dump(mode="json")
+        return c.after.model_copy(update={"entries": c.after.managed})
+    return c.after
 
 
 def _create_topics(admin: ClusterAdmin, changes: list[TopicChange | InternalTopicChange]) -> list[Outcome]:
@@ -548,7 +553,7 @@ def _delete_topic(admin: ClusterAdmin, name: str, changes: list[TopicChange | In
 
 
 def _write_group_offsets(admin: ClusterAdmin, changes: list[GroupOffsetsChange]) -> list[Outcome]:
-    return [write_group_offsets(admin, c.after.model_dump(mode="json")) for c in changes if c.after is not None]
+    return [write_group_offsets(admin, c.after.group, *c.after.commits()) for c in changes if c.after is not None]
 
 
 def _client_id(c: QuotaChange) -> str:

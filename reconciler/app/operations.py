@@ -26,7 +26,7 @@ from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
 from reconciler.state.lock import StateLock, force_unlock
-from reconciler.state.records import LockClaim, StateSnapshot
+from reconciler.state.records import HistoryEntry, LockClaim, StateSnapshot
 from reconciler.state.store import ApplySession, StateStore
 
 
@@ -233,14 +233,9 @@ def unlock(desired: DesiredState, lock_id: str) -> LockClaim:
     return force_unlock(state_store(desired), lock_id)
 
 
-def history_rows(snapshot: StateSnapshot) -> list[dict[str, Any]]:
-    rows = []
-    for h in snapshot.applies():
-        counts: dict[str, int] = {}
-        for c in h.get("changes", []):
-            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
-        rows.append({**h, "counts": counts})
-    return rows
+def history_rows(snapshot: StateSnapshot) -> list[HistoryEntry]:
+    """Every apply, oldest first, each counted from its outcomes."""
+    return [h.counted() for h in snapshot.applies()]
 
 
 @dataclass(frozen=True)
@@ -268,7 +263,7 @@ def _edit_session(
         desired.spec_digest(),
         lock.id,
         operation=operation,
-        details={"addresses": list(addresses)},
+        addresses=addresses,
     )
 
 
@@ -300,7 +295,7 @@ def state_rm(
             [
                 (
                     a,
-                    str(snapshot.resources[a].get("kind", "")),
+                    snapshot.resources[a].kind,
                     None,
                     "forget",
                     "applied",

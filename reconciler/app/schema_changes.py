@@ -8,12 +8,12 @@ Must not: read a change's reason, or decide anything the plan did not (which ver
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from reconciler.adapters.schema_registry import RegistryClient, RegistryError
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.schemas import SchemaVersion
 from reconciler.plan.definition import Action, SchemaChange
+from reconciler.plan.schema_forms import SchemaForm
 
 
 def to_register(change: SchemaChange) -> list[SchemaVersion]:
@@ -30,7 +30,7 @@ def to_register(change: SchemaChange) -> list[SchemaVersion]:
 
 def apply_schema_change(
     change: SchemaChange, registries: Mapping[str, RegistryClient]
-) -> tuple[Outcome, dict[str, Any] | None]:
+) -> tuple[Outcome, SchemaForm | None]:
     """Execute one `schema/` row: register its missing versions in order (with the source's ids when the target
     registry takes them), set its compatibility level, or delete the subject; the outcome and the attributes to
     record (the form with every source id -> target id)."""
@@ -55,4 +55,4 @@ def apply_schema_change(
         return Outcome(change.address, False, str(e)), None
     how = "with the source's ids" if keep_ids else "under new ids"
     message = f"{len(pending)} version(s) registered {how}" if pending else "recorded"
-    return Outcome(change.address, True, message), change.after.model_copy(update={"ids": ids}).model_dump(mode="json")
+    return Outcome(change.address, True, message), change.after.model_copy(update={"ids": ids})

@@ -202,7 +202,7 @@ def state_list(path: str) -> None:
     """
     snapshot = operations.read_state(load(path).state)
     for address, r in sorted(snapshot.resources.items()):
-        click.echo(f"{address}  (serial {r.get('serial')}, {r.get('applied_at')})")
+        click.echo(f"{address}  (serial {r.serial}, {r.applied_at})")
     if not snapshot.resources:
         click.echo("The state is empty: nothing applied yet.")
 
@@ -220,7 +220,7 @@ def state_show(path: str, address: str) -> None:
     snapshot = operations.read_state(load(path).state)
     if address not in snapshot.resources:
         raise KmirrorError(f"no resource {address!r} in the state; `kmirror state list` shows what there is")
-    click.echo(json.dumps(snapshot.resources[address], indent=2, sort_keys=True))
+    click.echo(json.dumps(snapshot.resources[address].to_json(), indent=2, sort_keys=True))
 
 
 @state.command("history")
@@ -238,21 +238,25 @@ def state_history(path: str, fmt: str) -> None:
 
     snapshot = operations.read_state(load(path).state)
     live_lock = holder(snapshot)
-    rows = operations.history_rows(snapshot)
-    for row in rows:
-        if row["status"] == "running" and (live_lock is None or live_lock.id != row.get("lock_id")):
-            row["status"] = "interrupted"
+    rows = [
+        row.model_copy(update={"status": "interrupted"})
+        if row.status == "running" and (live_lock is None or live_lock.id != row.lock_id)
+        else row
+        for row in operations.history_rows(snapshot)
+    ]
     if fmt == "json":
-        click.echo(json.dumps({"lineage": snapshot.lineage, "serial": snapshot.serial, "applies": rows}, indent=2))
+        # keys in sorted order, as the records are written
+        applies = [dict(sorted(row.to_json().items())) for row in rows]
+        click.echo(json.dumps({"lineage": snapshot.lineage, "serial": snapshot.serial, "applies": applies}, indent=2))
         return
     click.echo(f"lineage {snapshot.lineage or '-'}, serial {snapshot.serial}")
     for row in rows:
-        who = row.get("who", {})
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(row["counts"].items())) or "no changes"
-        commit = f" @{who['git_commit'][:8]}" if who.get("git_commit") else ""
+        who = row.who
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(row.counts.items())) or "no changes"
+        commit = f" @{who.git_commit[:8]}" if who.git_commit else ""
         click.echo(
-            f"#{row['serial']:<4} {row['status']:<11} {row['started_at']}  {who.get('user')}@{who.get('host')}{commit}"
-            f"  plan {row['plan_id'][:8]}  {counts}"
+            f"#{row.serial:<4} {row.status:<11} {row.started_at}  {who.user}@{who.host}{commit}"
+            f"  plan {row.plan_id[:8]}  {counts}"
         )
 
 
@@ -270,6 +274,4 @@ def force_unlock(path: str, lock_id: str) -> None:
       kmirror force-unlock -f kmirror.yaml 3f9c2a7b1d04
     """
     claim = operations.unlock(load(path).state, lock_id)
-    click.echo(
-        f"Released lock {claim.id} ({claim.operation} by {claim.holder.get('user')}@{claim.holder.get('host')})."
-    )
+    click.echo(f"Released lock {claim.id} ({claim.operation} by {claim.holder.user}@{claim.holder.host}).")

@@ -11,9 +11,12 @@ Pure values. Must not: import a client, an adapter or the executor.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+
+from reconciler.resources.deployments import Deployment, deployment_of
 
 
 class Form(BaseModel):
@@ -124,6 +127,23 @@ class JobForm(Form):
         return None
 
 
+class JobRecord(JobForm):
+    """A job as apply records it in the state topic: its form plus the runner's record of the deployment."""
+
+    deployment: Deployment | None = None
+
+    @field_validator("deployment", mode="before")
+    @classmethod
+    def _migrated(cls, value: object) -> object:
+        # records written before deployments named their runner (`deployment_of` migrates them)
+        return deployment_of(value) if isinstance(value, Mapping) else value
+
+    @classmethod
+    def of(cls, form: JobForm, deployment: Deployment) -> JobRecord:
+        given = {name: getattr(form, name) for name in form.model_fields_set}
+        return cls.model_validate({**given, "deployment": deployment})
+
+
 # -- group offsets ------------------------------------------------------------------------------------------------
 class OffsetRow(Form):
     """One partition's offset: on the target (`topic`, `partition`), translated from the source's commit."""
@@ -148,3 +168,10 @@ class GroupOffsetsForm(Form):
     source_cluster: str | None = None
     translation: str | None = None
     partitions: tuple[OffsetRow, ...] = ()
+
+    def commits(self) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+        """What writing this form commits: the target offset per (topic, partition), and the source metadata of the
+        partitions that carry one."""
+        offsets = {(r.topic, r.partition): r.target_offset for r in self.partitions if r.target_offset is not None}
+        metadata = {(r.topic, r.partition): r.metadata for r in self.partitions if r.metadata}
+        return offsets, metadata

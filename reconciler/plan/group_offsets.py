@@ -24,7 +24,6 @@ Pure: values in, values out; the live reader supplies the groups, the offset-syn
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from reconciler.core.offsets.checkpoints import WRITABLE_STATES, Translator, translate_group
 from reconciler.core.offsets.exact import ExactTranslation, ExactTranslator
@@ -32,7 +31,7 @@ from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.selection import flow_source_groups
 from reconciler.plan.definition import Action, GroupOffsetsChange
-from reconciler.plan.forms import GroupOffsetsForm
+from reconciler.plan.forms import GroupOffsetsForm, OffsetRow
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import group_offsets_address, job_address
 from reconciler.spec.models import DesiredState, FlowSpec
@@ -72,7 +71,7 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
         rows = translate_group(info.offsets, translator, remote_topic=flow.remote_topic, replicated=flow.topic_matches)
         current = target.get(group)
         have: Mapping[tuple[str, int], int] = current.offsets if current is not None else {}
-        moving: list[dict[str, Any]] = []
+        moving: list[OffsetRow] = []
         untranslated = 0
         for r in rows:
             if r.target_offset is None:
@@ -81,7 +80,7 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             now = have.get((r.target_topic, r.partition))
             if now is not None and now >= r.target_offset:
                 continue
-            row: dict[str, Any] = {
+            row: dict[str, str | int | None] = {
                 "topic": r.target_topic,
                 "partition": r.partition,
                 "source_topic": r.source_topic,
@@ -94,7 +93,7 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
                 row["metadata"] = meta  # the source commit's metadata string, written with the offset
             found = exact.get(r.source_topic, r.partition, r.source_offset) if exact is not None else None
             row.update(translation_of(found, r.target_offset, read=verdicts is not None))
-            moving.append(row)
+            moving.append(OffsetRow.model_validate(row))
         address = group_offsets_address(flow.target, group)
         if untranslated:
             out.warnings.append(
@@ -118,26 +117,21 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             )
             continue
         verdict, summary = group_translation(moving)
-        header = {
-            "cluster": flow.target,
-            "group": group,
-            "flow": flow.name,
-            "source_cluster": flow.source,
-            "translation": verdict,
-        }
         before = None
-        header_before = {k: v for k, v in header.items() if k != "translation"}
         if have:
-            moved = {(m["topic"], m["partition"]) for m in moving}
-            before = {
-                **header_before,
-                "partitions": [
-                    {"topic": t, "partition": p, "current_offset": o}
+            moved = {(m.topic, m.partition) for m in moving}
+            before = GroupOffsetsForm(
+                cluster=flow.target,
+                group=group,
+                flow=flow.name,
+                source_cluster=flow.source,
+                partitions=tuple(
+                    OffsetRow(topic=t, partition=p, current_offset=o)
                     for (t, p), o in sorted(have.items())
                     if (t, p) in moved
-                ],
-            }
-        forward = sum(1 for m in moving if m["current_offset"] is not None)
+                ),
+            )
+        forward = sum(1 for m in moving if m.current_offset is not None)
         reason = (
             f"translated from {flow.source}: {len(moving) - forward} partition(s) new, {forward} moving forward"
             if have
@@ -147,14 +141,21 @@ def _plan_flow(flow: FlowSpec, live: LiveState, out: TopicPlan) -> None:
             GroupOffsetsChange(
                 address=address,
                 action=Action.UPDATE if have else Action.CREATE,
-                before=None if before is None else GroupOffsetsForm.model_validate(before),
-                after=GroupOffsetsForm.model_validate({**header, "partitions": moving}),
+                before=before,
+                after=GroupOffsetsForm(
+                    cluster=flow.target,
+                    group=group,
+                    flow=flow.name,
+                    source_cluster=flow.source,
+                    translation=verdict,
+                    partitions=tuple(moving),
+                ),
                 reason=reason,
             )
         )
 
 
-def translation_of(found: ExactTranslation | None, target_offset: int, *, read: bool) -> dict[str, Any]:
+def translation_of(found: ExactTranslation | None, target_offset: int, *, read: bool) -> dict[str, str | int]:
     """A partition row's `translation`, `conservative_offset` and `why`, from its exact translation (if any).
 
     `read` False: the records were not read for this flow (the live state has no exact translations for it).
@@ -164,15 +165,15 @@ def translation_of(found: ExactTranslation | None, target_offset: int, *, read: 
         return {"translation": "unknown", "why": why}
     # The translator answers `found.exact` where there is one, so an exact row's target offset is it.
     verdict = found.verdict if found.exact in (None, target_offset) else "conservative"
-    out: dict[str, Any] = {"translation": verdict}
+    out: dict[str, str | int] = {"translation": verdict}
     if found.conservative is not None:
         out["conservative_offset"] = found.conservative  # MM2's answer, for comparison
-    if out["translation"] != "exact":
+    if verdict != "exact":
         out["why"] = found.reason
     return out
 
 
-def group_translation(rows: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
+def group_translation(rows: Iterable[OffsetRow]) -> tuple[str, str]:
     """A group's translation over its partition rows (`exact`, `conservative`, `mixed`, `unknown`), and a summary.
 
     `exact`: every partition exact; `unknown`: none exact and at least one unknown, the rest conservative
@@ -180,7 +181,7 @@ def group_translation(rows: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
     """
     counts = dict.fromkeys(("exact", "conservative", "unknown"), 0)
     for r in rows:
-        counts[str(r.get("translation", "unknown"))] += 1
+        counts[r.translation or "unknown"] += 1
     n = sum(counts.values())
     if counts["exact"] == n:
         return "exact", "translation exact (every partition matched record for record)"

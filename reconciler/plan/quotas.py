@@ -24,7 +24,6 @@ Pure: values in, values out. Must not: delete or change a quota kmirror did not 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
@@ -54,16 +53,13 @@ def unread_warning(clusters: Iterable[str]) -> Diagnostic:
     )
 
 
-def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, dict[str, Any]]:
+def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, QuotaForm]:
     """The quota forms a throttled flow needs, by address (empty when the flow has no throttle)."""
     rate = flow.replication.throttle
     return {
-        quota_address(c.cluster, c.client_id): {
-            "cluster": c.cluster,
-            "client_id": c.client_id,
-            "flow": flow.name,
-            c.quota: rate,
-        }
+        quota_address(c.cluster, c.client_id): QuotaForm.model_validate(
+            {"cluster": c.cluster, "client_id": c.client_id, "flow": flow.name, c.quota: rate}
+        )
         for c in throttled_clients(desired, flow)
     }
 
@@ -78,14 +74,14 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
     live = live or {}
     unread: set[str] = set()
     out = TopicPlan()
-    want: dict[str, dict[str, Any]] = {}
+    want: dict[str, QuotaForm] = {}
     for flow in desired.enabled_flows:
         for address, form in flow_quotas(desired, flow).items():
             if address in want:  # two flows, one client id: only a flow's own consumer/producer client.id can do it
                 out.errors.append(
                     Diagnostic.error(
                         address,
-                        f"flows {want[address]['flow']} and {flow.name} would both throttle this client id; "
+                        f"flows {want[address].flow} and {flow.name} would both throttle this client id; "
                         "give each flow its own client.id in replication.consumer/producer "
                         "(or none: kmirror's are unique)",
                     )
@@ -96,19 +92,20 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
     disabled = {f.name for f in desired.flows if not f.enabled}
     flows = {f.name for f in desired.flows}
     records = [r for r in recorded.of_kind(Kind.QUOTA) if r.attributes.get("flow") not in disabled]
-    owned = {r.address: dict(r.attributes) for r in records}
+    owned = {r.address: QuotaForm.model_validate(dict(r.attributes)) for r in records}
     pending = {r.address for r in records if r.pending}  # an apply was killed before it confirmed the create
     for address in sorted(want.keys() | owned.keys()):
         wanted, mine = want.get(address), owned.get(address)
-        form = wanted or mine or {}
-        cluster = str(form.get("cluster"))
+        either = wanted or mine
+        assert either is not None  # the address is wanted or owned
+        cluster = either.cluster
         read = cluster in live
         recorded_form = None if address in pending else mine  # a pending create may not have happened
-        current = _live_form(live[cluster], form) if read else recorded_form
+        current = _live_form(live[cluster], either) if read else recorded_form
         if wanted is None:
             action = Action.DELETE
-            gone = mine is not None and mine.get("flow") not in flows
-            reason = f"flow {mine.get('flow')} was removed" if gone and mine else "the flow's throttle was removed"
+            gone = mine is not None and mine.flow not in flows
+            reason = f"flow {mine.flow} was removed" if gone and mine else "the flow's throttle was removed"
             # Not read: the recorded form says what to remove. Read and absent: nothing to remove, the delete only
             # withdraws kmirror's record.
             before = current if read else mine
@@ -120,9 +117,7 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
             action, reason, before = Action.UPDATE, "the quota is already set: kmirror records it as its own", current
         else:
             continue
-        out.changes.append(
-            QuotaChange(address=address, action=action, before=_typed(before), after=_typed(wanted), reason=reason)
-        )
+        out.changes.append(QuotaChange(address=address, action=action, before=before, after=wanted, reason=reason))
         if not read:
             unread.add(cluster)
     if unread:
@@ -130,23 +125,18 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
     return out
 
 
-def _typed(form: Mapping[str, Any] | None) -> QuotaForm | None:
-    return None if form is None else QuotaForm.model_validate(dict(form))
-
-
-def _live_form(quotas: Mapping[str, Mapping[str, float]], like: Mapping[str, Any]) -> dict[str, Any] | None:
+def _live_form(quotas: Mapping[str, Mapping[str, float]], like: QuotaForm) -> QuotaForm | None:
     """The live quota on `like`'s client id in the form the planner compares (its rate names only), or None."""
-    cluster, client_id = str(like.get("cluster")), str(like.get("client_id"))
-    values = quotas.get(client_id, {})
+    values = quotas.get(like.client_id, {})
     rates = {name: int(values[name]) for name in RATE_NAMES if name in values}
     if not rates:
         return None
-    return {"cluster": cluster, "client_id": client_id, "flow": like.get("flow"), **rates}
+    return QuotaForm.model_validate({"cluster": like.cluster, "client_id": like.client_id, "flow": like.flow, **rates})
 
 
-def _rates(form: Mapping[str, Any]) -> dict[str, int]:
-    return {name: int(form[name]) for name in RATE_NAMES if name in form}
+def _rates(form: QuotaForm) -> dict[str, int]:
+    return {name: int(value) for name, value in form.rates().items()}
 
 
-def _rate(form: Mapping[str, Any]) -> str:
+def _rate(form: QuotaForm) -> str:
     return " and ".join(f"{format_byte_rate(v)}" for v in _rates(form).values())

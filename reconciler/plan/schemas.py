@@ -25,15 +25,12 @@ Pure: values in, values out. Must not: read a change's reason, or plan a row fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from reconciler.errors import Diagnostic
 from reconciler.live.model import LiveState
 from reconciler.live.schema_subjects import flow_subjects, schema_flows
 from reconciler.live.schemas import RegistryState
 from reconciler.plan.definition import Action, SchemaChange
-from reconciler.plan.schema_forms import SchemaForm
+from reconciler.plan.schema_forms import SchemaForm, SchemaVersionForm
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, schema_address
 from reconciler.resources.recorded import RecordedState
@@ -42,7 +39,7 @@ from reconciler.spec.models import DesiredState, FlowSpec
 
 def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState) -> TopicPlan:
     out = TopicPlan()
-    want: dict[str, dict[str, Any]] = {}
+    want: dict[str, SchemaForm] = {}
     read_flows: set[str] = set()
     for flow in schema_flows(desired):
         source, target = live.schemas.get(flow.source), live.schemas.get(flow.target)
@@ -54,7 +51,7 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
             address = schema_address(flow.target, target_subject)
             if address in want:
                 out.errors.append(
-                    Diagnostic.error(address, f"flows {want[address]['flow']} and {flow.name} would both register it")
+                    Diagnostic.error(address, f"flows {want[address].flow} and {flow.name} would both register it")
                 )
                 continue
             form, skipped = _form(flow, source_subject, target_subject, source, target)
@@ -99,10 +96,10 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
                 )
             )
             continue
-        target = live.schemas[str(wanted["cluster"])]
-        current = target.subjects.get(str(wanted["subject"]), ())
-        missing = [n for n, v in wanted["versions"].items() if str(v["source_id"]) not in wanted["ids"]]
-        extra = [v.version for v in current if v.id not in set(wanted["ids"].values())]
+        target = live.schemas[wanted.cluster]
+        current = target.subjects.get(wanted.subject, ())
+        missing = [n for n, v in wanted.versions.items() if str(v.source_id) not in wanted.ids]
+        extra = [v.version for v in current if v.id not in set(wanted.ids.values())]
         if extra:
             out.warnings.append(
                 Diagnostic.warning(
@@ -111,16 +108,16 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
                     "(registered there directly); kmirror leaves them",
                 )
             )
-        level_now = target.compatibility.get(str(wanted["subject"]))
-        level_differs = wanted["compatibility"] is not None and wanted["compatibility"] != level_now
+        level_now = target.compatibility.get(wanted.subject)
+        level_differs = wanted.compatibility is not None and wanted.compatibility != level_now
         before = _live_form(wanted, level_now) if current else None
         if not current:
-            action, reason = Action.CREATE, f"register {len(missing)} version(s) of {wanted['source_subject']}"
+            action, reason = Action.CREATE, f"register {len(missing)} version(s) of {wanted.source_subject}"
         elif missing:
             action, reason = Action.UPDATE, f"register source version(s) {', '.join(map(str, missing))}"
         elif level_differs:
-            action, reason = Action.UPDATE, f"compatibility {level_now or 'default'} -> {wanted['compatibility']}"
-        elif mine is None or mine.pending or dict(mine.attributes) != _recorded(wanted):
+            action, reason = Action.UPDATE, f"compatibility {level_now or 'default'} -> {wanted.compatibility}"
+        elif mine is None or mine.pending or dict(mine.attributes) != wanted.model_dump(mode="json"):
             action, reason = Action.UPDATE, "the target already holds every version: kmirror records the id mapping"
         else:
             continue
@@ -128,8 +125,8 @@ def plan_schemas(desired: DesiredState, live: LiveState, recorded: RecordedState
             SchemaChange(
                 address=address,
                 action=action,
-                before=None if before is None else SchemaForm.model_validate(before),
-                after=SchemaForm.model_validate(wanted),
+                before=before,
+                after=wanted,
                 reason=reason,
             )
         )
@@ -142,8 +139,8 @@ def _syncs(desired: DesiredState, flow_name: str) -> bool:
 
 def _form(
     flow: FlowSpec, source_subject: str, target_subject: str, source: RegistryState, target: RegistryState
-) -> tuple[dict[str, Any], list[int]]:
-    versions: dict[str, dict[str, Any]] = {}
+) -> tuple[SchemaForm, list[int]]:
+    versions: dict[str, SchemaVersionForm] = {}
     skipped: list[int] = []
     ids: dict[str, int] = {}
     current = target.subjects.get(target_subject, ())
@@ -151,30 +148,25 @@ def _form(
         if v.references:
             skipped.append(v.version)
             continue
-        versions[str(v.version)] = {"source_id": v.id, "schema_type": v.schema_type, "schema": v.schema}
+        versions[str(v.version)] = SchemaVersionForm(source_id=v.id, schema_type=v.schema_type, schema_text=v.schema)
         match = next((t for t in current if t.same_schema(v)), None)
         if match is not None:
             ids[str(v.id)] = match.id
-    form = {
-        "cluster": flow.target,
-        "subject": target_subject,
-        "flow": flow.name,
-        "source_cluster": flow.source,
-        "source_subject": source_subject,
-        "versions": versions,
-        "compatibility": source.compatibility.get(source_subject),
-        "ids": ids,
-    }
+    form = SchemaForm(
+        cluster=flow.target,
+        subject=target_subject,
+        flow=flow.name,
+        source_cluster=flow.source,
+        source_subject=source_subject,
+        versions=versions,
+        compatibility=source.compatibility.get(source_subject),
+        ids=ids,
+    )
     return form, skipped
 
 
-def _live_form(wanted: Mapping[str, Any], level: str | None) -> dict[str, Any]:
+def _live_form(wanted: SchemaForm, level: str | None) -> SchemaForm:
     """What the target subject holds, in the form's terms: the source versions it already has (and their ids), its
     own compatibility level (the plan's before; a row's diff then shows only what apply changes)."""
-    held = {n: v for n, v in wanted["versions"].items() if str(v["source_id"]) in wanted["ids"]}
-    return {**wanted, "versions": held, "compatibility": level}
-
-
-def _recorded(form: Mapping[str, Any]) -> dict[str, Any]:
-    """`form` as apply records it (the form's JSON)."""
-    return SchemaForm.model_validate(form).model_dump(mode="json")
+    held = {n: v for n, v in wanted.versions.items() if str(v.source_id) in wanted.ids}
+    return wanted.model_copy(update={"versions": held, "compatibility": level})

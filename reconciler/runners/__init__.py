@@ -22,6 +22,7 @@ from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.jobcontract.spec import eos_flow_for
+from reconciler.resources.deployments import Deployment, deployment_of
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import JobRunnerError, checkpoint_for
 from reconciler.runners.local import LocalJob, LocalRunner
@@ -61,14 +62,14 @@ class FlowRunners:
         self.primary = self._make(spark.deploy, spark, self._of_kind(spark.deploy))
         self.kind = self.primary.kind
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment:
         previous = self.deployments.get(flow)
         if previous is not None and _kind(previous) != self.kind:
             self._runner_of(flow).stop(flow)  # it ran under the other runner: stop it there first
             self.primary.deployments.pop(flow, None)
         record = self.primary.deploy(flow, spec, spec_digest)
         self.deployments[flow] = record
-        return record
+        return deployment_of(record)
 
     def stop(self, flow: str) -> None:
         self._runner_of(flow).stop(flow)

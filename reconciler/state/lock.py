@@ -24,7 +24,7 @@ from typing import Any
 
 from reconciler.errors import KmirrorError
 from reconciler.runners.processes import alive as process_alive
-from reconciler.state.records import LEASE, LOCK, LockClaim, StateSnapshot
+from reconciler.state.records import LEASE, LOCK, LeaseRecord, LockClaim, LockRecord, StateSnapshot
 from reconciler.state.store import StateStore, whoami
 
 DEFAULT_LEASE = float(os.environ.get("KMIRROR_LOCK_LEASE_SECONDS", "60"))
@@ -41,7 +41,7 @@ class LeaseLostError(KmirrorError):
 def describe(claim: LockClaim) -> str:
     h = claim.holder
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(claim.claimed_at))
-    who = f"{h.get('user')}@{h.get('host')} (pid {h.get('pid')})"
+    who = f"{h.user}@{h.host} (pid {h.pid})"
     return f"lock {claim.id} held by {who} for {claim.operation} since {started}"
 
 
@@ -58,8 +58,8 @@ def alive(claim: LockClaim, now: float, log_time: float | None = None) -> bool:
     elif claim.lease_until <= now:
         return False
     h = claim.holder
-    if h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int) and h.get("pid") != os.getpid():
-        return process_alive(int(h["pid"]))  # a holder on this machine that died needs no lease expiry
+    if h.host == socket.gethostname() and h.pid is not None and h.pid != os.getpid():
+        return process_alive(h.pid)  # a holder on this machine that died needs no lease expiry
     return True
 
 
@@ -91,8 +91,9 @@ class StateLock:
         deadline = time.monotonic() + wait
         while True:
             now = time.time()
-            claim = {"id": self.id, "holder": whoami(), "operation": self.operation, "claimed_at": now,
-                     "lease_until": now + self.lease}  # fmt: skip
+            claim = LockRecord(
+                id=self.id, holder=whoami(), operation=self.operation, claimed_at=now, lease_until=now + self.lease
+            )
             self.store.append([(LOCK + self.id, claim), (LEASE + self.id, self._lease_doc())])
             snapshot = self.store.read()
             first = holder(snapshot, by_log=True)  # we just appended our claim: the log's time is now
@@ -143,9 +144,9 @@ class StateLock:
             else:
                 self._renewed_at = time.monotonic()
 
-    def _lease_doc(self) -> dict[str, Any]:
+    def _lease_doc(self) -> LeaseRecord:
         # lease_until: for readers of a topic without append times; lease_seconds: with the broker's append time
-        return {"id": self.id, "lease_until": time.time() + self.lease, "lease_seconds": self.lease}
+        return LeaseRecord(id=self.id, lease_until=time.time() + self.lease, lease_seconds=self.lease)
 
     def _release(self) -> None:
         self.store.append([(LOCK + self.id, None), (LEASE + self.id, None)])

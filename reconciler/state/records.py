@@ -15,10 +15,13 @@ Secrets never reach these records: resources hold plan forms, which carry secret
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from reconciler.plan.forms import Form
 from reconciler.resources.recorded import RecordedResource, RecordedState
 
 META = "meta"
@@ -41,15 +44,127 @@ def history_part_key(serial: int, part: int) -> str:
     return f"{history_key(serial)}/{part:05d}"
 
 
-def encode(value: dict[str, Any] | None) -> bytes | None:
-    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+#: What an apply records of one change: address, kind, the resource's form as applied (None: gone, or nothing to
+#: record), action, outcome, message.
+RecordEntry = tuple[str, str, Form | None, str, str, str]
+
+
+class Record(BaseModel):
+    """A state topic value. Its JSON holds the fields it was built or read with (`exclude_unset`), so a record
+    reads and writes as the same bytes in every version; fields other versions wrote and this one does not know
+    are ignored on read (frozen: a changed record is a `model_copy`)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the record, as written (the state topic's and `kmirror state`'s JSON edge)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class Who(Record):
+    """Who runs a kmirror that writes: user, host, pid, the checkout's commit, and whether it runs in CI."""
+
+    user: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    git_commit: str | None = None
+    ci: bool = False
+
+
+class MetaRecord(Record):
+    """`meta`: the state's lineage and serial (one more per apply)."""
+
+    lineage: str
+    serial: int
+    updated_at: str | None = None
+
+
+class ResourceRecord(Record):
+    """`resource/<address>`: a managed resource as last applied (its plan form, `attributes`), by which apply."""
+
+    address: str = ""
+    kind: str
+    #: The resource's form (`reconciler.plan.forms`, by `kind`), as JSON: the planner validates it by kind.
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    serial: int | None = None
+    plan_id: str | None = None
+    applied_at: str | None = None
+    #: Recorded before the call that creates it (written only when true).
+    pending: bool = False
+
+
+class ChangeRecord(Record):
+    """One change's outcome in an apply's history (a history part holds HISTORY_PART_SIZE of them)."""
+
+    address: str
+    action: str = ""
+    outcome: str = ""
+    message: str = ""
+
+
+class HistoryPart(Record):
+    """`history/<serial>/<part>`."""
+
+    changes: tuple[ChangeRecord, ...] = ()
+
+
+class HistoryEntry(Record):
+    """`history/<serial>`: one apply (or cutover, or state edit): what, who, when, how it ended, counts per outcome.
+    Read back, `changes` holds the outcomes of its parts, in order."""
+
+    serial: int
+    lineage: str | None = None
+    plan_id: str = ""
+    spec_digest: str | None = None
+    lock_id: str | None = None
+    operation: str = "apply"
+    #: A cutover's flow; a state edit's addresses.
+    flow: str | None = None
+    addresses: tuple[str, ...] | None = None
+    who: Who = Field(default_factory=Who)
+    started_at: str = ""
+    finished_at: str | None = None
+    status: str = ""
+    counts: dict[str, int] = Field(default_factory=dict)
+    parts: int = 0
+    changes: tuple[ChangeRecord, ...] = ()
+
+    def counted(self) -> HistoryEntry:
+        """This entry with `counts` taken from its `changes`."""
+        counts: dict[str, int] = {}
+        for c in self.changes:
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
+        return self.model_copy(update={"counts": counts})
+
+
+class LockRecord(Record):
+    """`lock/<claim id>`: a claim on the state lock."""
+
+    id: str = ""
+    holder: Who = Field(default_factory=Who)
+    operation: str = ""
+    claimed_at: float = 0.0
+    lease_until: float = 0.0
+
+
+class LeaseRecord(Record):
+    """`lease/<claim id>`: renewed while the holder works. `lease_until` for readers of a topic without append
+    times; `lease_seconds` with the broker's append time."""
+
+    id: str = ""
+    lease_until: float
+    lease_seconds: float | None = None
+
+
+def encode(value: Record | None) -> bytes | None:
+    return None if value is None else json.dumps(value.to_json(), sort_keys=True, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)
 class LockClaim:
     id: str
     offset: int
-    holder: dict[str, Any]
+    holder: Who
     operation: str
     claimed_at: float
     lease_until: float
@@ -65,8 +180,8 @@ class StateSnapshot:
 
     lineage: str | None = None
     serial: int = 0
-    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
-    history: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resources: dict[str, ResourceRecord] = field(default_factory=dict)
+    history: dict[str, HistoryEntry] = field(default_factory=dict)
     claims: dict[str, LockClaim] = field(default_factory=dict)
     end_offset: int = 0
     #: The broker's append time (seconds) of the newest record read; None when the topic does not keep append times.
@@ -77,14 +192,12 @@ class StateSnapshot:
             lineage=self.lineage,
             serial=self.serial,
             resources={
-                a: RecordedResource(
-                    address=a, kind=r["kind"], attributes=r["attributes"], pending=bool(r.get("pending"))
-                )
+                a: RecordedResource(address=a, kind=r.kind, attributes=r.attributes, pending=r.pending)
                 for a, r in self.resources.items()
             },
         )
 
-    def applies(self) -> list[dict[str, Any]]:
+    def applies(self) -> list[HistoryEntry]:
         return [self.history[k] for k in sorted(self.history)]
 
 
@@ -102,8 +215,8 @@ def fold(
     snap = StateSnapshot(log_time=log_time)
     leases: dict[str, float] = {}
     renewed: dict[str, tuple[float, float]] = {}  # claim -> (broker time of its latest lease, lease seconds)
-    raw_claims: dict[str, tuple[int, dict[str, Any]]] = {}
-    parts: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    raw_claims: dict[str, tuple[int, LockRecord]] = {}
+    parts: dict[str, dict[int, Sequence[ChangeRecord]]] = {}
     # A resource's value is parsed only once its latest record is known: every apply writes each resource at least
     # twice (pending, then applied), and compaction leaves the active segment alone, so most are superseded.
     resources: dict[str, bytes] = {}
@@ -116,41 +229,43 @@ def fold(
             else:
                 resources[address] = value
             continue
-        doc = None if value is None else json.loads(value)
-        if key == META and doc is not None:
-            snap.lineage, snap.serial = doc["lineage"], int(doc["serial"])
-        elif key.startswith(HISTORY) and doc is not None:
+        if key == META and value is not None:
+            meta = MetaRecord.model_validate_json(value)
+            snap.lineage, snap.serial = meta.lineage, meta.serial
+        elif key.startswith(HISTORY) and value is not None:
             serial, _, part = key[len(HISTORY) :].partition("/")
             if part:
-                parts.setdefault(HISTORY + serial, {})[int(part)] = doc.get("changes", [])
+                parts.setdefault(HISTORY + serial, {})[int(part)] = HistoryPart.model_validate_json(value).changes
             else:
-                snap.history[key] = doc
+                snap.history[key] = HistoryEntry.model_validate_json(value)
         elif key.startswith(LOCK):
             claim_id = key[len(LOCK) :]
-            if doc is None:
+            if value is None:
                 raw_claims.pop(claim_id, None)
             elif claim_id not in raw_claims:  # the first claim's offset decides the order
-                raw_claims[claim_id] = (offset, doc)
+                raw_claims[claim_id] = (offset, LockRecord.model_validate_json(value))
         elif key.startswith(LEASE):
             claim_id = key[len(LEASE) :]
-            if doc is None:
+            if value is None:
                 leases.pop(claim_id, None)
                 renewed.pop(claim_id, None)
             else:
-                leases[claim_id] = float(doc["lease_until"])
-                if offset in times and doc.get("lease_seconds") is not None:
-                    renewed[claim_id] = (times[offset], float(doc["lease_seconds"]))
-    snap.resources = {address: json.loads(value) for address, value in resources.items()}
-    for key, doc in snap.history.items():
-        doc["changes"] = [c for _, chunk in sorted(parts.get(key, {}).items()) for c in chunk]
+                lease = LeaseRecord.model_validate_json(value)
+                leases[claim_id] = lease.lease_until
+                if offset in times and lease.lease_seconds is not None:
+                    renewed[claim_id] = (times[offset], lease.lease_seconds)
+    snap.resources = {address: ResourceRecord.model_validate_json(value) for address, value in resources.items()}
+    for key, entry in snap.history.items():
+        joined = tuple(c for _, chunk in sorted(parts.get(key, {}).items()) for c in chunk)
+        snap.history[key] = entry.model_copy(update={"changes": joined})
     for claim_id, (offset, doc) in raw_claims.items():
         snap.claims[claim_id] = LockClaim(
             id=claim_id,
             offset=offset,
-            holder=doc.get("holder", {}),
-            operation=doc.get("operation", ""),
-            claimed_at=float(doc.get("claimed_at", 0)),
-            lease_until=leases.get(claim_id, float(doc.get("lease_until", 0))),
+            holder=doc.holder,
+            operation=doc.operation,
+            claimed_at=doc.claimed_at,
+            lease_until=leases.get(claim_id, doc.lease_until),
             renewed_at=renewed[claim_id][0] if claim_id in renewed else None,
             lease_seconds=renewed[claim_id][1] if claim_id in renewed else None,
         )

@@ -15,14 +15,14 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from reconciler.core.topic_rules import durable_configs, internal_replication_factor
 from reconciler.errors import KmirrorError
 from reconciler.kafka_clients.admin import KafkaAdmin, unreachable
+from reconciler.plan.forms import Form
 from reconciler.spec.client_config import ClientConfig
 from reconciler.state.records import (
     HISTORY_PART_SIZE,
@@ -30,7 +30,15 @@ from reconciler.state.records import (
     LOCK,
     META,
     RESOURCE,
+    ChangeRecord,
+    HistoryEntry,
+    HistoryPart,
+    MetaRecord,
+    Record,
+    RecordEntry,
+    ResourceRecord,
     StateSnapshot,
+    Who,
     encode,
     fold,
     history_key,
@@ -49,14 +57,14 @@ class FencedError(StateError):
     """Another kmirror took the state lock; this one may no longer write."""
 
 
-def whoami() -> dict[str, Any]:
-    return {
-        "user": os.environ.get("GITHUB_ACTOR") or _safe(getpass.getuser),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "git_commit": os.environ.get("GITHUB_SHA") or _git_commit(),
-        "ci": bool(os.environ.get("CI")),
-    }
+def whoami() -> Who:
+    return Who(
+        user=os.environ.get("GITHUB_ACTOR") or _safe(getpass.getuser),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        git_commit=os.environ.get("GITHUB_SHA") or _git_commit(),
+        ci=bool(os.environ.get("CI")),
+    )
 
 
 class StateStore:
@@ -148,7 +156,7 @@ class StateStore:
         if not outcome.ok:
             raise StateError(f"could not create state topic {self.topic} on '{self.cluster}': {outcome.message}")
 
-    def append(self, records: list[tuple[str, dict[str, Any] | None]]) -> None:
+    def append(self, records: Sequence[tuple[str, Record | None]]) -> None:
         """Plain (non-transactional, idempotent) appends: used for lock claims, leases and releases."""
         producer = Producer({**self._config, "enable.idempotence": True, "log_level": 0})
         for key, value in records:
@@ -184,38 +192,49 @@ class ApplySession:
         spec_digest: str,
         lock_id: str,
         operation: str = "apply",
-        details: Mapping[str, Any] | None = None,
+        *,
+        flow: str | None = None,
+        addresses: Sequence[str] | None = None,
     ):
-        """`operation`: what writes (apply, cutover), kept in the history entry with `details` (e.g. the flow)."""
+        """`operation`: what writes (apply, cutover, a state edit), kept in the history entry with the cutover's
+        `flow` or the state edit's `addresses`."""
         self.store = store
         self.lineage = snapshot.lineage or str(uuid.uuid4())
         self.serial = snapshot.serial + 1
         self._producer = store.fencing_producer()
-        self._history: dict[str, Any] = {
-            "serial": self.serial,
-            "lineage": self.lineage,
-            "plan_id": plan_id,
-            "spec_digest": spec_digest,
-            "lock_id": lock_id,
-            "operation": operation,
-            **dict(details or {}),
-            "who": whoami(),
-            "started_at": _now(),
-            "finished_at": None,
-            "status": "running",
-        }
-        self._changes: list[dict[str, Any]] = []
+        about: dict[str, str | tuple[str, ...]] = {}
+        if flow is not None:
+            about["flow"] = flow
+        if addresses is not None:
+            about["addresses"] = tuple(addresses)
+        self._history = HistoryEntry.model_validate(
+            {
+                "serial": self.serial,
+                "lineage": self.lineage,
+                "plan_id": plan_id,
+                "spec_digest": spec_digest,
+                "lock_id": lock_id,
+                "operation": operation,
+                **about,
+                "who": whoami(),
+                "started_at": _now(),
+                "finished_at": None,
+                "status": "running",
+            }
+        )
+        self._changes: list[ChangeRecord] = []
         self._parts_written = 0
         self._changes_written = 0
-        self._write([(META, {"lineage": self.lineage, "serial": self.serial, "updated_at": _now()}), self._hist()])
+        meta = MetaRecord(lineage=self.lineage, serial=self.serial, updated_at=_now())
+        self._write([(META, meta), self._hist()])
 
-    def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None:
+    def intend(self, items: Sequence[tuple[str, str, Form | None]]) -> None:
         """Record resources about to be created, as pending, in one transaction before the call that creates them.
 
         A crash between the broker creating them and `record` leaves them owned (pending), so the next plan
         treats them as kmirror's own and plans exactly the remaining work, instead of calling them foreign.
         """
-        records: list[tuple[str, dict[str, Any] | None]] = [
+        records: list[tuple[str, Record | None]] = [
             (RESOURCE + address, self._resource(address, kind, attributes, pending=True))
             for address, kind, attributes in items
             if attributes is not None
@@ -227,7 +246,7 @@ class ApplySession:
         self,
         address: str,
         kind: str,
-        attributes: Mapping[str, Any] | None,
+        attributes: Form | None,
         action: str,
         outcome: str,
         message: str = "",
@@ -235,16 +254,16 @@ class ApplySession:
         """Record one change as done (attributes = its applied form; None: resource gone) or as failed/skipped."""
         self.record_many([(address, kind, attributes, action, outcome, message)])
 
-    def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None:
+    def record_many(self, entries: Sequence[RecordEntry]) -> None:
         """Record the changes one batch call completed, in one transaction.
 
         A create that did not happen (`failed`) withdraws its pending record; one whose fate is not known
         (`unconfirmed`: its answer was lost and the controller did not say) keeps it, so the next plan confirms it.
         Other failures leave the record as it was.
         """
-        records: list[tuple[str, dict[str, Any] | None]] = []
+        records: list[tuple[str, Record | None]] = []
         for address, kind, attributes, action, outcome, message in entries:
-            self._changes.append({"address": address, "action": action, "outcome": outcome, "message": message})
+            self._changes.append(ChangeRecord(address=address, action=action, outcome=outcome, message=message))
             if outcome == "applied":
                 value = None if attributes is None else self._resource(address, kind, attributes)
                 records.append((RESOURCE + address, value))
@@ -254,51 +273,49 @@ class ApplySession:
         records.append(self._hist())
         self._write(records)
 
-    def _resource(
-        self, address: str, kind: str, attributes: Mapping[str, Any], pending: bool = False
-    ) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "address": address,
-            "kind": kind,
-            "attributes": dict(attributes),
-            "serial": self.serial,
-            "plan_id": self._history["plan_id"],
-            "applied_at": _now(),
-        }
-        if pending:
-            doc["pending"] = True
-        return doc
+    def _resource(self, address: str, kind: str, attributes: Form, pending: bool = False) -> ResourceRecord:
+        record = ResourceRecord(
+            address=address,
+            kind=kind,
+            attributes=attributes.model_dump(mode="json"),
+            serial=self.serial,
+            plan_id=self._history.plan_id,
+            applied_at=_now(),
+        )
+        # `pending` is written only when true, as every version has
+        return record.model_copy(update={"pending": True}) if pending else record
 
     def finish(self, status: str) -> None:
-        self._history["status"] = status
-        self._history["finished_at"] = _now()
+        self._history = self._history.model_copy(update={"status": status, "finished_at": _now()})
         self._write([self._hist()])
 
-    def _hist(self) -> tuple[str, dict[str, Any]]:
+    def _hist(self) -> tuple[str, HistoryEntry]:
         """The apply's history head (who, when, status, counts); outcomes go to parts (see `_parts`)."""
         counts: dict[str, int] = {}
         for c in self._changes:
-            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
-        return history_key(self.serial), {**self._history, "counts": counts, "parts": self._parts_written}
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
+        return history_key(self.serial), self._history.model_copy(
+            update={"counts": counts, "parts": self._parts_written}
+        )
 
-    def _parts(self) -> list[tuple[str, dict[str, Any] | None]]:
+    def _parts(self) -> list[tuple[str, Record | None]]:
         """The history parts holding outcomes added since the last write (rewriting only the last, growing one)."""
         first = (
             self._parts_written - 1
             if self._parts_written and self._changes_written % HISTORY_PART_SIZE
             else self._parts_written
         )
-        records: list[tuple[str, dict[str, Any] | None]] = []
+        records: list[tuple[str, Record | None]] = []
         part = max(first, 0)
         while part * HISTORY_PART_SIZE < len(self._changes):
-            chunk = self._changes[part * HISTORY_PART_SIZE : (part + 1) * HISTORY_PART_SIZE]
-            records.append((history_part_key(self.serial, part), {"changes": chunk}))
+            chunk = tuple(self._changes[part * HISTORY_PART_SIZE : (part + 1) * HISTORY_PART_SIZE])
+            records.append((history_part_key(self.serial, part), HistoryPart(changes=chunk)))
             part += 1
         self._parts_written = part
         self._changes_written = len(self._changes)
         return records
 
-    def _write(self, records: list[tuple[str, dict[str, Any] | None]]) -> None:
+    def _write(self, records: Sequence[tuple[str, Record | None]]) -> None:
         p = self._producer
         try:
             p.begin_transaction()
@@ -319,7 +336,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _safe(fn: Any) -> str:
+def _safe(fn: Callable[[], object]) -> str:
     try:
         return str(fn())
     except Exception:

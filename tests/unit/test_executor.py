@@ -13,7 +13,9 @@ from reconciler.app.executor import UNCONFIRMED, Executor, dependencies
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import Action, AnyChange, Plan, change_of
+from reconciler.plan.forms import Form
 from reconciler.resources.addresses import Kind
+from reconciler.resources.deployments import Deployment, StandaloneDeployment
 from reconciler.state.lock import LeaseLostError
 
 pytestmark = pytest.mark.unit
@@ -82,12 +84,12 @@ class FakeAdmin:
 
 
 class FakeRunner:
-    def __init__(self, events: Events, fail: Iterable[str] = (), deployment: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, events: Events, fail: Iterable[str] = (), deployment: Deployment | None = None) -> None:
         self.events = events
         self.fail = set(fail)
         self.deployment = deployment
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None:
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment | None:
         self.events.append(("deploy", flow))
         if flow in self.fail:
             raise RuntimeError(f"spark said no to {flow}")
@@ -99,21 +101,26 @@ class FakeRunner:
             raise RuntimeError(f"could not stop {flow}")
 
 
+def dumped(form: Form | None) -> dict[str, Any] | None:
+    """A recorded form's JSON, as the state topic holds it."""
+    return None if form is None else form.model_dump(mode="json")
+
+
 class FakeRecorder:
     def __init__(self, events: Events | None = None) -> None:
         self.events = events
-        self.intended: list[tuple[str, str, Mapping[str, Any] | None]] = []
-        self.entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]] = []
+        self.intended: list[tuple[str, str, Form | None]] = []
+        self.entries: list[tuple[str, str, Form | None, str, str, str]] = []
 
-    def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None:
+    def intend(self, items: list[tuple[str, str, Form | None]]) -> None:
         self.intended += items
 
-    def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None:
+    def record_many(self, entries: list[tuple[str, str, Form | None, str, str, str]]) -> None:
         if self.events is not None:
             self.events.append(("record", *(e[0] for e in entries)))
         self.entries += entries
 
-    def by_address(self) -> dict[str, tuple[str, str, Mapping[str, Any] | None, str, str, str]]:
+    def by_address(self) -> dict[str, tuple[str, str, Form | None, str, str, str]]:
         return {e[0]: e for e in self.entries}
 
 
@@ -199,7 +206,7 @@ def run(
     *changes: AnyChange,
     admin_fail: Mapping[str, list[Outcome]] | None = None,
     runner_fail: Iterable[str] = (),
-    deployment: Mapping[str, Any] | None = None,
+    deployment: Deployment | None = None,
 ) -> tuple[Events, list[Any], FakeRecorder]:
     events: Events = []
     admins = {"src": FakeAdmin("src", events), "dst": FakeAdmin("dst", events, admin_fail)}
@@ -366,15 +373,23 @@ def test_each_result_is_recorded_under_its_own_change() -> None:
         ("topic/dst/c", "applied", ""),
     ]
     recorded = recorder.by_address()
-    assert recorded["topic/dst/a"][2] == topic_form("dst", "a")
+    assert dumped(recorded["topic/dst/a"][2]) == topic_form("dst", "a")
     assert recorded["topic/dst/b"][4] == "failed"
 
 
 def test_a_deployed_job_is_recorded_with_the_runners_identity_of_it() -> None:
-    deployment = {"runner": "standalone", "submission_id": "driver-1", "rest_url": "http://m:6066", "checkpoint": "/c"}
+    deployment = StandaloneDeployment(submission_id="driver-1", rest_url="http://m:6066", checkpoint="/c")
     _, _, recorder = run(job("f"), deployment=deployment)
     attributes = recorder.by_address()["job/f"][2]
-    assert attributes == {**job("f").after.model_dump(mode="json"), "deployment": deployment}
+    assert dumped(attributes) == {
+        **job("f").after.model_dump(mode="json"),
+        "deployment": {
+            "runner": "standalone",
+            "submission_id": "driver-1",
+            "rest_url": "http://m:6066",
+            "checkpoint": "/c",
+        },
+    }
 
 
 def test_a_new_job_is_recorded_as_pending_before_the_runner_starts_it() -> None:
@@ -382,7 +397,7 @@ def test_a_new_job_is_recorded_as_pending_before_the_runner_starts_it() -> None:
     recorder = FakeRecorder(events)
 
     class Runner(FakeRunner):
-        def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any] | None:
+        def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment | None:
             assert [a for a, _, _ in recorder.intended] == [f"job/{flow}"]  # known before it can run
             return super().deploy(flow, spec, spec_digest)
 
@@ -392,7 +407,7 @@ def test_a_new_job_is_recorded_as_pending_before_the_runner_starts_it() -> None:
 
 def test_a_deployed_job_without_an_identity_is_recorded_as_planned() -> None:
     _, _, recorder = run(job("f"), deployment=None)
-    assert recorder.by_address()["job/f"][2] == job("f").after.model_dump(mode="json")
+    assert dumped(recorder.by_address()["job/f"][2]) == job("f").after.model_dump(mode="json")
 
 
 def test_a_stopped_job_and_a_deleted_topic_are_recorded_as_gone() -> None:

@@ -11,6 +11,8 @@ import pytest
 
 from reconciler.app.executor import Executor
 from reconciler.kafka_clients.admin import Outcome
+from reconciler.plan.forms import Form, JobRecord
+from reconciler.resources.deployments import LocalDeployment
 from reconciler.resources.job_status import JobStatus
 from reconciler.spec.loader import load_text
 from tests.unit.plan.builders import live, owned, plan, running, topic
@@ -22,9 +24,9 @@ class FakeRunner:
     def __init__(self) -> None:
         self.calls: list[tuple[str, ...]] = []
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Mapping[str, Any]:
+    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> LocalDeployment:
         self.calls.append(("deploy", flow))
-        return {"runner": "fake", "pid": 42, "checkpoint": f"/cp/{flow}"}
+        return LocalDeployment(pid=42, checkpoint=f"/cp/{flow}")
 
     def stop(self, flow: str) -> None:
         self.calls.append(("stop", flow))
@@ -38,15 +40,15 @@ class FakeRunner:
 
 class FakeRecorder:
     def __init__(self) -> None:
-        self.entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]] = []
+        self.entries: list[tuple[str, str, Form | None, str, str, str]] = []
 
-    def intend(self, items: list[tuple[str, str, Mapping[str, Any] | None]]) -> None:
+    def intend(self, items: list[tuple[str, str, Form | None]]) -> None:
         pass
 
-    def record_many(self, entries: list[tuple[str, str, Mapping[str, Any] | None, str, str, str]]) -> None:
+    def record_many(self, entries: list[tuple[str, str, Form | None, str, str, str]]) -> None:
         self.entries.extend(entries)
 
-    def record(self, address: str, kind: str, attributes: Mapping[str, Any] | None, action: str, outcome: str,
+    def record(self, address: str, kind: str, attributes: Form | None, action: str, outcome: str,
                message: str = "") -> None:  # fmt: skip
         self.entries.append((address, kind, attributes, action, outcome, message))
 
@@ -70,11 +72,8 @@ def test_a_deployed_job_is_recorded_with_the_runners_deployment() -> None:
     outcomes = Executor({}, recorder, runner).run(plan(ds, lv, owned("src.orders"), JobStatus()))
     assert [(o.address, o.outcome) for o in outcomes] == [("job/f", "applied")]
     (entry,) = recorder.entries
-    assert entry[0] == "job/f" and (entry[2] or {})["deployment"] == {
-        "runner": "fake",
-        "pid": 42,
-        "checkpoint": "/cp/f",
-    }
+    assert entry[0] == "job/f" and isinstance(entry[2], JobRecord)
+    assert entry[2].model_dump(mode="json")["deployment"] == {"runner": "local", "pid": 42, "checkpoint": "/cp/f"}
 
 
 def test_a_renamed_flow_stops_the_old_job_deploys_the_new_one_and_forgets_the_old_name() -> None:
@@ -86,7 +85,9 @@ def test_a_renamed_flow_stops_the_old_job_deploys_the_new_one_and_forgets_the_ol
     Executor({}, recorder, runner).run(plan(new, lv, owned("src.orders", extra=(record,)), running(old, "f")))
     assert runner.calls == [("move", "f", "g"), ("deploy", "g")]
     by_address = {e[0]: e for e in recorder.entries}
-    assert (by_address["job/g"][2] or {})["deployment"]["checkpoint"] == "/cp/g"
+    recorded = by_address["job/g"][2]
+    assert isinstance(recorded, JobRecord) and recorded.deployment is not None
+    assert recorded.deployment.checkpoint == "/cp/g"
     assert by_address["job/f"][2] is None and by_address["job/f"][5] == "moved to job/g"
 
 

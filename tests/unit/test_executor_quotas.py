@@ -69,7 +69,11 @@ def test_a_flows_quotas_are_set_before_its_job_starts_one_call_per_cluster() -> 
     intended = [i[0] for i in recorder.intended if i[0].startswith("quota/")]
     assert sorted(intended) == ["quota/dst/kmirror.s.f.target", "quota/src/kmirror.s.f.source"]
     entry = recorder.by_address()["quota/src/kmirror.s.f.source"]
-    assert entry[2] is not None and entry[2]["consumer_byte_rate"] == 10_000_000 and entry[4] == "applied"
+    assert (
+        entry[2] is not None
+        and entry[2].model_dump(mode="json")["consumer_byte_rate"] == 10_000_000
+        and entry[4] == "applied"
+    )
 
 
 def test_a_failed_quota_skips_its_flows_job_and_only_that_one() -> None:

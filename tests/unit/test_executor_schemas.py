@@ -70,4 +70,6 @@ def test_subjects_are_registered_before_their_flows_job_and_a_failure_skips_only
     assert events.index(("register", "src.f-value")) < events.index(("deploy", "f"))
     assert ("deploy", "g") not in events
     recorded = recorder.by_address()["schema/dst/src.f-value"]
-    assert recorded[2]["ids"] == {"3": 71}  # the map apply got from the target
+    assert recorded[2] is not None and recorded[2].model_dump(mode="json")["ids"] == {
+        "3": 71
+    }  # the map apply got from the target

@@ -41,7 +41,7 @@ def test_the_source_and_sink_use_the_ids_the_quotas_name(mode: str) -> None:
     assert source["kafka.client.id"] == source_id
     assert sink["kafka.client.id"] == target_id
     assert exactly_once.producer_properties(sink)["client.id"] == target_id  # the transactional producers too
-    named = {form["client_id"] for form in flow_quotas(ds, flow).values()}
+    named = {form.client_id for form in flow_quotas(ds, flow).values()}
     assert named == {source_id, target_id}
     assert ds.flow_effective_spec("f")["client_ids"] == {"source": source_id, "target": target_id}  # the job's
 
@@ -63,4 +63,4 @@ def test_a_client_id_the_flow_sets_wins_in_the_job_and_in_the_plan() -> None:
     source = source_options(flow, {}, dict(flow.replication.consumer), client_id="kmirror.x.f.source")
     sink = sink_options({}, dict(flow.replication.producer), {}, client_id="kmirror.x.f.target")
     assert (source["kafka.client.id"], sink["kafka.client.id"]) == ("team-in", "team-out")
-    assert {form["client_id"] for form in flow_quotas(ds, flow).values()} == {"team-in", "team-out"}
+    assert {form.client_id for form in flow_quotas(ds, flow).values()} == {"team-in", "team-out"}

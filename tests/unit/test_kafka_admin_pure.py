@@ -23,6 +23,7 @@ def test_admin_requests_stay_under_the_partition_limit_per_request() -> None:
 def test_apply_writes_each_partition_with_the_metadata_its_plan_row_carries() -> None:
     from reconciler.adapters.group_offsets import write_group_offsets
     from reconciler.kafka_clients.admin import Outcome
+    from reconciler.plan.forms import GroupOffsetsForm
 
     calls = []
 
@@ -33,14 +34,17 @@ def test_apply_writes_each_partition_with_the_metadata_its_plan_row_carries() ->
             calls.append((group, dict(offsets), dict(metadata or {})))
             return Outcome(group, True)
 
-    form = {
-        "group": "app",
-        "partitions": [
-            {"topic": "src.orders", "partition": 0, "target_offset": 91, "metadata": "tx-42"},
-            {"topic": "src.orders", "partition": 1, "target_offset": 7},
-        ],
-    }
-    assert write_group_offsets(Admin(), form).ok  # type: ignore[arg-type]
+    form = GroupOffsetsForm.model_validate(
+        {
+            "cluster": "dst",
+            "group": "app",
+            "partitions": [
+                {"topic": "src.orders", "partition": 0, "target_offset": 91, "metadata": "tx-42"},
+                {"topic": "src.orders", "partition": 1, "target_offset": 7},
+            ],
+        }
+    )
+    assert write_group_offsets(Admin(), form.group, *form.commits()).ok  # type: ignore[arg-type]
     assert calls == [("app", {("src.orders", 0): 91, ("src.orders", 1): 7}, {("src.orders", 0): "tx-42"})]
 
 

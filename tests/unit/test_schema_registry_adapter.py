@@ -78,7 +78,7 @@ def test_a_registry_with_import_mode_keeps_the_source_ids_and_versions() -> None
     outcome, recorded = apply_schema_change(_change(), {"dst": _client(fake)})
     assert outcome.ok, outcome.message
     assert "with the source's ids" in outcome.message
-    assert recorded is not None and recorded["ids"] == {"11": 11, "12": 12}
+    assert recorded is not None and recorded.ids == {"11": 11, "12": 12}
     writes = [(m, p, b) for m, p, b, _ in fake.calls if m != "GET"]
     assert writes == [
         ("PUT", "/mode/src.orders-value", {"mode": "IMPORT"}),
@@ -99,7 +99,7 @@ def test_a_registry_without_modes_gives_new_ids_which_apply_records() -> None:
     fake = FakeRegistry(modes=False, next_id=40)
     outcome, recorded = apply_schema_change(_change(), {"dst": _client(fake)})
     assert outcome.ok and "under new ids" in outcome.message
-    assert recorded is not None and recorded["ids"] == {"11": 41, "12": 42}
+    assert recorded is not None and recorded.ids == {"11": 41, "12": 42}
     posts = [b for m, p, b, _ in fake.calls if m == "POST"]
     assert posts == [{"schema": SCHEMA}, {"schema": "syntax = 'proto3';", "schemaType": "PROTOBUF"}]
 

@@ -221,7 +221,7 @@ def test_apply_killed_half_way_leaves_true_state_and_the_next_apply_finishes(wor
     assert confirms <= existing
     assert all(c["action"] in ("create", "update") for c in after["changes"])
     recorded = StateStore(world.dst, world.target.config(), world.state_topic).read()
-    done = {a for a, r in recorded.resources.items() if not r.get("pending")}
+    done = {a for a, r in recorded.resources.items() if not r.pending}
     assert not (confirms & done) and not (creates & done)
 
     finished = world.kmirror("apply", "-f", str(spec), "--auto-approve")

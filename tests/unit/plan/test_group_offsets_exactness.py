@@ -21,6 +21,7 @@ from reconciler.core.offsets.exact import ExactRequest, ExactTranslation, still_
 from reconciler.core.offsets.history import SyncHistory
 from reconciler.live.model import GroupInfo, LiveState
 from reconciler.plan.builder import build_plan
+from reconciler.plan.forms import OffsetRow
 from reconciler.plan.group_offsets import group_translation, plan_group_offsets
 from reconciler.render import render_json, render_text
 from reconciler.resources.job_status import JobStatus
@@ -143,11 +144,16 @@ def test_an_exact_offset_the_target_group_already_has_is_no_change_and_never_bac
 
 
 def test_group_translation_summary() -> None:
-    assert group_translation([{"translation": "exact"}]) == (
+    assert group_translation([OffsetRow(topic="t", partition=0, translation="exact")]) == (
         "exact",
         "translation exact (every partition matched record for record)",
     )
-    verdict, text = group_translation([{"translation": "exact"}, {"translation": "unknown"}])
+    verdict, text = group_translation(
+        [
+            OffsetRow(topic="t", partition=0, translation="exact"),
+            OffsetRow(topic="t", partition=1, translation="unknown"),
+        ]
+    )
     assert verdict == "mixed" and text == "translation mixed (exact 1, unknown 1 of 2 partition(s))"
 
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 
 from reconciler.state.lock import LeaseLostError, StateLock, alive, holder
-from reconciler.state.records import LEASE, LOCK, LockClaim, encode, fold
+from reconciler.state.records import LEASE, LOCK, LockClaim, Who, fold
 
 pytestmark = pytest.mark.unit
+
+
+def raw(doc: object) -> bytes:
+    """A record's value as every kmirror version writes it (sorted, compact JSON)."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _lock(lease: float) -> StateLock:
@@ -37,7 +43,7 @@ def test_a_renewal_overdue_for_two_thirds_of_the_lease_stops_the_apply() -> None
 
 
 def _claim(renewed_at: float | None, lease_until: float) -> LockClaim:
-    return LockClaim("c1", 5, {"host": "elsewhere", "pid": 1}, "apply", 0.0, lease_until, renewed_at, 60.0)
+    return LockClaim("c1", 5, Who(host="elsewhere", pid=1), "apply", 0.0, lease_until, renewed_at, 60.0)
 
 
 def test_a_lease_is_judged_by_the_brokers_clock_when_the_log_has_append_times() -> None:
@@ -58,9 +64,9 @@ def test_without_append_times_the_lease_falls_back_to_lease_until() -> None:
 
 def test_fold_keeps_the_broker_time_of_each_claims_latest_lease() -> None:
     records = [
-        (LOCK + "c1", encode({"id": "c1", "holder": {}, "operation": "apply", "claimed_at": 1, "lease_until": 2}), 0),
-        (LEASE + "c1", encode({"id": "c1", "lease_until": 2, "lease_seconds": 60}), 1),
-        (LEASE + "c1", encode({"id": "c1", "lease_until": 3, "lease_seconds": 60}), 2),
+        (LOCK + "c1", raw({"id": "c1", "holder": {}, "operation": "apply", "claimed_at": 1, "lease_until": 2}), 0),
+        (LEASE + "c1", raw({"id": "c1", "lease_until": 2, "lease_seconds": 60}), 1),
+        (LEASE + "c1", raw({"id": "c1", "lease_until": 3, "lease_seconds": 60}), 2),
     ]
     snap = fold(records, {0: 100.0, 1: 100.0, 2: 120.0}, log_time=130.0)
     claim = snap.claims["c1"]

@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from reconciler.state.records import LEASE, LOCK, META, RESOURCE, encode, fold, history_key, history_part_key
+from reconciler.plan.forms import JobRecord
+from reconciler.resources.deployments import LocalDeployment, StandaloneDeployment, deployment_of
+from reconciler.state.records import (
+    LEASE,
+    LOCK,
+    META,
+    RESOURCE,
+    HistoryEntry,
+    HistoryPart,
+    LeaseRecord,
+    LockRecord,
+    MetaRecord,
+    encode,
+    fold,
+    history_key,
+    history_part_key,
+)
 
 pytestmark = pytest.mark.unit
 
 
 def _log(*records: tuple[str, object]) -> list[tuple[str, bytes | None, int]]:
-    return [(k, encode(v), i) for i, (k, v) in enumerate(records)]  # type: ignore[arg-type]
+    # as every kmirror version writes a record's value: sorted, compact JSON (a tombstone: None)
+    return [
+        (k, None if v is None else json.dumps(v, sort_keys=True, separators=(",", ":")).encode(), i)
+        for i, (k, v) in enumerate(records)
+    ]
 
 
 def test_latest_value_wins_and_tombstones_remove() -> None:
@@ -47,8 +69,8 @@ def test_history_parts_are_joined_in_order() -> None:
         )
     )
     [apply] = snap.applies()
-    assert [c["address"] for c in apply["changes"]] == ["a", "b", "c"]
-    assert apply["status"] == "completed"
+    assert [c.address for c in apply.changes] == ["a", "b", "c"]
+    assert apply.status == "completed"
 
 
 def test_lock_claims_keep_their_first_offset_and_latest_lease() -> None:
@@ -77,5 +99,107 @@ def test_only_a_resources_latest_value_is_parsed_and_its_place_is_kept() -> None
     snap = fold(records)
     # a keeps the place of its first record; b, deleted and recreated, moves to the end (as a dict would hold them)
     assert list(snap.resources) == ["topic/c/a", "topic/c/c", "topic/c/b"]
-    assert [r["attributes"]["v"] for r in snap.resources.values()] == [2, 1, 3]
+    assert [r.attributes["v"] for r in snap.resources.values()] == [2, 1, 3]
     assert not snap.recorded().pending("topic/c/a")
+
+
+#: Values as the landed version (7ab5122) wrote them: dicts, sorted compact JSON.
+LANDED = [
+    (META, {"lineage": "L", "serial": 3, "updated_at": "2026-11-20T10:00:00Z"}),
+    (
+        RESOURCE + "job/f",
+        {
+            "address": "job/f",
+            "kind": "job",
+            "attributes": {
+                "flow": "f",
+                "operation": "deploy",
+                "runner": "local",
+                "spec_digest": "sha256:1",
+                "spec": {"flow": {"source": "a", "target": "b"}},
+                "deployment": {"flow": "f", "host": "h", "pid": 7, "digest": "sha256:1", "started_at": 1.5},
+            },
+            "serial": 3,
+            "plan_id": "p",
+            "applied_at": "2026-11-20T10:00:01Z",
+        },
+    ),
+    (
+        RESOURCE + "topic/b/a.t",
+        {
+            "address": "topic/b/a.t",
+            "kind": "topic",
+            "attributes": {"cluster": "b"},
+            "pending": True,
+            "serial": 3,
+            "plan_id": "p",
+            "applied_at": "2026-11-20T10:00:01Z",
+        },
+    ),
+    (
+        history_key(3),
+        {
+            "serial": 3,
+            "lineage": "L",
+            "plan_id": "p",
+            "spec_digest": "sha256:2",
+            "lock_id": "abc",
+            "operation": "cutover",
+            "flow": "f",
+            "who": {"user": "u", "host": "h", "pid": 7, "git_commit": None, "ci": False},
+            "started_at": "2026-11-20T10:00:00Z",
+            "finished_at": None,
+            "status": "running",
+            "counts": {"applied": 1},
+            "parts": 1,
+        },
+    ),
+    (
+        history_part_key(3, 0),
+        {"changes": [{"address": "job/f", "action": "create", "outcome": "applied", "message": ""}]},
+    ),
+    (
+        LOCK + "abc",
+        {
+            "id": "abc",
+            "holder": {"user": "u", "host": "h", "pid": 7, "git_commit": "c", "ci": True},
+            "operation": "apply",
+            "claimed_at": 1700000000.25,
+            "lease_until": 1700000060.25,
+        },
+    ),
+    (LEASE + "abc", {"id": "abc", "lease_until": 1700000060.25, "lease_seconds": 60.0}),
+]
+
+
+def test_records_written_by_the_landed_version_read_typed_and_write_back_as_the_same_bytes() -> None:
+    written = _log(*LANDED)
+    snap = fold(written)
+    by_key = {k: v for k, v, _ in written}
+    assert (snap.lineage, snap.serial) == ("L", 3)
+    for address, record in snap.resources.items():
+        assert encode(record) == by_key[RESOURCE + address]
+    job = snap.recorded().resources["job/f"]
+    assert job.kind == "job" and not job.pending and snap.recorded().pending("topic/b/a.t")
+    [entry] = snap.applies()
+    assert (entry.operation, entry.flow, entry.who.user, entry.status) == ("cutover", "f", "u", "running")
+    head = HistoryEntry.model_validate_json(by_key[history_key(3)] or b"")
+    assert encode(head) == by_key[history_key(3)]
+    assert [c.address for c in entry.changes] == ["job/f"]
+    claim = snap.claims["abc"]
+    assert (claim.holder.user, claim.holder.pid, claim.holder.ci, claim.lease_until) == ("u", 7, True, 1700000060.25)
+    for key in (META, LOCK + "abc", LEASE + "abc", history_part_key(3, 0)):
+        model = {META: MetaRecord, LOCK + "abc": LockRecord, LEASE + "abc": LeaseRecord}.get(key, HistoryPart)
+        assert encode(model.model_validate_json(by_key[key] or b"")) == by_key[key]
+
+
+def test_a_deployment_recorded_before_deployments_named_their_runner_is_migrated_on_read() -> None:
+    old_standalone = {"flow": "f", "submission_id": "driver-1", "rest_url": "http://m:6066", "master": None}
+    assert isinstance(deployment_of(old_standalone), StandaloneDeployment)
+    assert deployment_of(old_standalone).model_dump(mode="json") == {**old_standalone, "runner": "standalone"}
+    old_local = {"flow": "f", "host": "h", "pid": 7}
+    assert isinstance(deployment_of(old_local), LocalDeployment)
+    record = JobRecord.model_validate(
+        {"flow": "f", "operation": "deploy", "runner": "local", "spec_digest": "d", "spec": {}, "deployment": old_local}
+    )
+    assert isinstance(record.deployment, LocalDeployment) and record.deployment.pid == 7
