@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,7 +23,30 @@ from reconciler.core.mm2.wire import Heartbeat
 from reconciler.core.offsets.readiness import FailoverReadiness
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.job_report import read_report
+from reconciler.resources.deployments import Deployment, LocalDeployment, YarnDeployment
 from reconciler.spec.models import DesiredState, FlowSpec
+
+
+@dataclass
+class PartitionFailover:
+    """One partition of a group: its committed offset, where it translates to, and the records it would re-read."""
+
+    topic: str
+    partition: int
+    source_offset: int
+    target_topic: str
+    target_offset: int | None
+    rereads: int | None
+
+
+@dataclass
+class GroupFailover:
+    """A consumer group: the records it would re-read on the target if it moved now (None: not translatable, it
+    cannot move yet), and per partition."""
+
+    rereads: int | None = 0
+    translatable: bool = True
+    partitions: list[PartitionFailover] = field(default_factory=list)
 
 
 @dataclass
@@ -60,21 +84,21 @@ class FlowStatus:
     lag: dict[str, dict[str, int]] = field(default_factory=dict)
     verdict: str = ""
     ready: bool = False
-    #: Per consumer group: the records it would re-read on the target if it moved now (None: not translatable,
-    #: it cannot move yet), and per partition its committed offset, translated offset and re-reads.
-    failover: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per consumer group: how far it would move back on the target if it moved now.
+    failover: dict[str, GroupFailover] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        """`kmirror status --format json`: the JSON edge."""
         return asdict(self)
 
 
 def flow_status(
-    desired: DesiredState, flow: FlowSpec, timeout: float = 15.0, deployments: dict[str, dict[str, Any]] | None = None
+    desired: DesiredState, flow: FlowSpec, timeout: float = 15.0, deployments: Mapping[str, Deployment] | None = None
 ) -> FlowStatus:
     """`deployments`: what the state topic recorded of each flow's job (see `operations.recorded_deployments`)."""
-    job = _job_info(desired, flow.name, deployments or {})
-    st = FlowStatus(flow.name, flow.source, flow.target, desired.spark.deploy, **job)
+    st = FlowStatus(flow.name, flow.source, flow.target, desired.spark.deploy, job_state="", running=False)
+    _job_info(st, desired, deployments or {})
     try:
         ready = readiness(desired, flow.name, timeout=timeout)
         per_topic: dict[str, dict[str, int]] = {}
@@ -92,24 +116,17 @@ def flow_status(
     return st
 
 
-def failover_by_group(rows: tuple[FailoverReadiness, ...]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def failover_by_group(rows: tuple[FailoverReadiness, ...]) -> dict[str, GroupFailover]:
+    out: dict[str, GroupFailover] = {}
     for r in rows:
-        g = out.setdefault(r.group, {"rereads": 0, "translatable": True, "partitions": []})
-        g["partitions"].append(
-            {
-                "topic": r.topic,
-                "partition": r.partition,
-                "source_offset": r.source_offset,
-                "target_topic": r.target_topic,
-                "target_offset": r.target_offset,
-                "rereads": r.rereads,
-            }
+        g = out.setdefault(r.group, GroupFailover())
+        g.partitions.append(
+            PartitionFailover(r.topic, r.partition, r.source_offset, r.target_topic, r.target_offset, r.rereads)
         )
         if r.rereads is None:
-            g["translatable"], g["rereads"] = False, None
-        elif g["translatable"]:
-            g["rereads"] += r.rereads
+            g.translatable, g.rereads = False, None
+        elif g.translatable and g.rereads is not None:
+            g.rereads += r.rereads
     return out
 
 
@@ -118,7 +135,7 @@ def status_of(desired: DesiredState, flows: list[str] | None = None, timeout: fl
     unknown = set(flows or ()) - {f.name for f in desired.enabled_flows}
     if unknown:
         raise KmirrorError(f"no enabled flow named {', '.join(sorted(unknown))} in the desired state")
-    deployments: dict[str, dict[str, Any]] = {}
+    deployments: dict[str, Deployment] = {}
     if desired.spark.deploy != "none":
         # The state cluster down: the job is still found in its folder; the lag reports the outage.
         with contextlib.suppress(KmirrorError):
@@ -162,43 +179,48 @@ def newest_heartbeat_age_ms(desired: DesiredState, flow: FlowSpec, timeout: floa
         consumer.close()
 
 
-def _job_info(desired: DesiredState, flow: str, deployments: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _job_info(st: FlowStatus, desired: DesiredState, deployments: Mapping[str, Deployment]) -> None:
+    """Fill in how the flow's job runs: its runner's answer and the job's own status record."""
     if desired.spark.deploy == "none":
-        return {"job_state": "not managed (spark.deploy: none)", "running": False}
+        st.job_state = "not managed (spark.deploy: none)"
+        return
     from reconciler.runners import runner_for
 
     runner = runner_for(desired, deployments)
-    job = runner.job(flow)
+    job = runner.job(st.flow)
+    recorded = deployments.get(st.flow)
     if job is None:
-        recorded = deployments.get(flow) or {}
-        if recorded.get("runner") == "local" and recorded.get("host"):
-            return {"job_state": f"unknown: deploy local on host {recorded['host']}", "running": False}
-        return {"job_state": "not deployed", "running": False}
+        if isinstance(recorded, LocalDeployment) and recorded.host:
+            st.job_state = f"unknown: deploy local on host {recorded.host}"
+        else:
+            st.job_state = "not deployed"
+        return
     data = read_report(job.folder / "status.json")
-    info: dict[str, Any] = {"job_state": job.state or ("running" if job.running else "stopped"), "running": job.running}
+    st.job_state, st.running = job.state or ("running" if job.running else "stopped"), job.running
     if not job.running and job.state in (None, "running", "starting", "restarting"):
-        info["job_state"] = "dead (not running; `kmirror apply` restarts it)"
-    info["restarts"] = int(data.get("restarts") or 0)
-    info["last_error"] = data.get("error")
-    info["data_loss_records"] = int(data.get("data_loss_records") or 0)
-    info["data_loss_last"] = data.get("data_loss_last")
-    info["fenced_writers"] = int(data.get("fenced_writers") or 0)
-    info["superseded_by"] = data.get("superseded_by") or None
-    info["checkpoint"] = job.checkpoint
-    if (deployments.get(flow) or {}).get("runner") == "yarn":
-        info["application"] = job.app_id
-    for key in ("mode", "mode_reason", "task_slots", "delivery"):
-        if data.get(key) is not None:
-            info[key] = data.get(key)
+        st.job_state = "dead (not running; `kmirror apply` restarts it)"
+    st.restarts = int(data.get("restarts") or 0)
+    st.last_error = data.get("error")
+    st.data_loss_records = int(data.get("data_loss_records") or 0)
+    st.data_loss_last = data.get("data_loss_last")
+    st.fenced_writers = int(data.get("fenced_writers") or 0)
+    st.superseded_by = data.get("superseded_by") or None
+    st.checkpoint = job.checkpoint
+    if isinstance(recorded, YarnDeployment):
+        st.application = job.app_id
+    st.mode, st.mode_reason = data.get("mode"), data.get("mode_reason")
+    st.task_slots, st.delivery = data.get("task_slots"), data.get("delivery")
     records, started = data.get("records"), data.get("started_at")
     if isinstance(records, int):
-        info["records"] = records
+        st.records = records
         if isinstance(started, int | float) and time.time() > started:
-            info["records_per_s"] = round(records / (time.time() - started), 1)
-    if isinstance(data.get("bytes"), int):
-        info["bytes"] = data["bytes"]
-    if isinstance(data.get("metrics_port"), int) and data["metrics_port"] > 0 and job.running:
-        info["metrics_url"] = f"http://{job.host}:{data['metrics_port']}/metrics"
-    if isinstance(data.get("last_batch_at"), int | float):
-        info["seconds_since_last_batch"] = round(time.time() - data["last_batch_at"], 1)
-    return info
+            st.records_per_s = round(records / (time.time() - started), 1)
+    size = data.get("bytes")
+    if isinstance(size, int):
+        st.bytes = size
+    port = data.get("metrics_port")
+    if isinstance(port, int) and port > 0 and job.running:
+        st.metrics_url = f"http://{job.host}:{port}/metrics"
+    last = data.get("last_batch_at")
+    if isinstance(last, int | float):
+        st.seconds_since_last_batch = round(time.time() - last, 1)

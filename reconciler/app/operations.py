@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from reconciler.adapters.group_offsets import EXACT_BUDGET
 from reconciler.adapters.live_reader import admins_for, read_live_state
@@ -22,6 +21,7 @@ from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.plan.builder import build_plan
 from reconciler.plan.definition import Action, AnyChange, Plan, change_differences
 from reconciler.resources.addresses import Kind, internal_topic_address, job_flow
+from reconciler.resources.deployments import Deployment, deployment_of
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import DesiredState
@@ -59,14 +59,14 @@ def job_runner(desired: DesiredState, recorded: RecordedState | None = None) -> 
     return runner_for(desired, recorded_deployments(recorded) if recorded is not None else None)
 
 
-def recorded_deployments(recorded: RecordedState) -> dict[str, dict[str, Any]]:
+def recorded_deployments(recorded: RecordedState) -> dict[str, Deployment]:
     """Per flow, the runner's record of the job apply last deployed (`deployment` of each `job/<flow>` record)."""
     out = {}
     for r in recorded.of_kind(Kind.JOB):
         deployment = r.attributes.get("deployment")
         flow = r.attributes.get("flow") or job_flow(r.address)
         if isinstance(deployment, dict) and isinstance(flow, str):
-            out[flow] = dict(deployment)
+            out[flow] = deployment_of(deployment)
     return out
 
 

@@ -141,14 +141,12 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             if caught_up:
                 out.append(f"  {caught_up:,} topic{'s' if caught_up != 1 else ''} at lag 0")
         for group, f in sorted(s.failover.items()):
-            if f["translatable"]:
-                pieces = " ".join(
-                    f"{p['topic']}/{p['partition']}:{p['rereads']:,}" for p in f["partitions"] if p["rereads"]
-                )
+            if f.translatable:
+                pieces = " ".join(f"{p.topic}/{p.partition}:{p.rereads:,}" for p in f.partitions if p.rereads)
                 found = f" ({_clip(pieces, 80)})" if pieces else ""
-                out.append(f"  failover: group {group} would re-read {f['rereads']:,} records on {s.target}{found}")
+                out.append(f"  failover: group {group} would re-read {f.rereads or 0:,} records on {s.target}{found}")
             else:
-                stuck = " ".join(f"{p['topic']}/{p['partition']}" for p in f["partitions"] if p["rereads"] is None)
+                stuck = " ".join(f"{p.topic}/{p.partition}" for p in f.partitions if p.rereads is None)
                 out.append(f"  failover: group {group} cannot move yet: not translatable ({_clip(stuck, 80)})")
         if s.verdict:
             text = _clip(s.verdict, 160)

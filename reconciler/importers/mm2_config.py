@@ -24,10 +24,21 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from ruamel.yaml import YAML
 
+from reconciler.importers.documents import (
+    ClusterDoc,
+    DesiredStateDoc,
+    FlowDoc,
+    HeartbeatsDoc,
+    NamingDoc,
+    OffsetsDoc,
+    ReplicationDoc,
+    SelectorDoc,
+    SyncDoc,
+)
 from reconciler.importers.strimzi import StrimziError, is_kubernetes_resource, parse_resources
 from reconciler.spec.defaults import MM2_REPLICATION_FACTOR
 from reconciler.spec.models import ALIAS_PATTERN
@@ -66,7 +77,7 @@ class ImportResult:
     """The desired state as YAML text, the plain data behind it, and what could not be carried over."""
 
     yaml_text: str
-    data: dict[str, Any]
+    data: DesiredStateDoc
     notes: list[str] = field(default_factory=list)
     env_vars: list[str] = field(default_factory=list)
 
@@ -189,8 +200,8 @@ class _Flow:
 
 @dataclass
 class _Translation:
-    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    flows: list[dict[str, Any]] = field(default_factory=list)
+    clusters: dict[str, ClusterDoc] = field(default_factory=dict)
+    flows: list[FlowDoc] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     env_vars: list[str] = field(default_factory=list)
 
@@ -400,7 +411,7 @@ def _env_name(alias: str, key: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", f"{alias}_{key}".upper()).strip("_")
 
 
-def _cluster(alias: str, props: Mapping[str, str], out: _Translation, origin: str) -> dict[str, Any]:
+def _cluster(alias: str, props: Mapping[str, str], out: _Translation, origin: str) -> ClusterDoc:
     servers = props.get("bootstrap.servers", "")
     if ";" in servers:
         out.notes.append(f"clusters.{alias}.bootstrap_servers: ';' between brokers replaced by ','")
@@ -408,7 +419,7 @@ def _cluster(alias: str, props: Mapping[str, str], out: _Translation, origin: st
     if not servers:
         out.notes.append(f"cluster '{alias}' has no bootstrap.servers in {origin}; fill in bootstrap_servers")
         servers = "CHANGE-ME:9092"
-    client: dict[str, Any] = {}
+    client: dict[str, str] = {}
     for key, value in sorted(props.items()):
         if key == "bootstrap.servers" or not key.startswith(_CLIENT_PREFIXES):
             if key != "bootstrap.servers" and not key.startswith(("producer.", "consumer.", "admin.")):
@@ -426,13 +437,13 @@ def _cluster(alias: str, props: Mapping[str, str], out: _Translation, origin: st
         else:
             client[key] = value
     _pem_for_librdkafka(alias, client, out)
-    cluster: dict[str, Any] = {"bootstrap_servers": servers}
+    cluster: ClusterDoc = {"bootstrap_servers": servers}
     if client:
         cluster["client"] = client
     return cluster
 
 
-def _pem_for_librdkafka(alias: str, client: dict[str, Any], out: _Translation) -> None:
+def _pem_for_librdkafka(alias: str, client: dict[str, str], out: _Translation) -> None:
     """MM2 configs name Java keystores, which librdkafka (kmirror's CLI) cannot read: point librdkafka at PEM or
     PKCS12 files made from them (the note says how), and keep the Java keys for the Spark job."""
     truststore = client.get("ssl.truststore.location")
@@ -512,7 +523,7 @@ def _seconds(value: str, key: str, out: _Translation) -> str | None:
     return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"
 
 
-def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
+def _flow(flow: _Flow, out: _Translation) -> FlowDoc:
     s = dict(flow.settings)
     used: set[str] = set()
 
@@ -524,19 +535,19 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
         return None
 
     name = f"{flow.source}-to-{flow.target}"
-    spec: dict[str, Any] = {"name": name, "source": flow.source, "target": flow.target}
+    spec: FlowDoc = {"name": name, "source": flow.source, "target": flow.target}
     if not flow.has_source_connector:
         spec["enabled"] = False
         out.notes.append(f"flow {name}: no MirrorSourceConnector given, so the flow is imported disabled")
 
-    topics: dict[str, Any] = {}
+    topics: SelectorDoc = {}
     if (value := take("topics", "topics.whitelist")) is not None:
         topics["include"] = _list(value)
     if (value := take("topics.exclude", "topics.blacklist")) is not None:
         topics["exclude"] = _list(value)
     if topics:
         spec["topics"] = topics
-    groups: dict[str, Any] = {}
+    groups: SelectorDoc = {}
     if (value := take("groups", "groups.whitelist")) is not None:
         groups["include"] = _list(value)
     if (value := take("groups.exclude", "groups.blacklist")) is not None:
@@ -559,7 +570,7 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
         out.notes.append(f"flow {name}: replication.factor = {replication_factor} is not a number; used 2")
     spec["topic_defaults"] = {"replication_factor": rf}
 
-    sync: dict[str, Any] = {
+    sync: SyncDoc = {
         "configs": _bool(take("sync.topic.configs.enabled"), True),
         "acls": _bool(take("sync.topic.acls.enabled"), True),
         "group_offsets": _bool(take("sync.group.offsets.enabled"), False),
@@ -568,7 +579,7 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
         sync["config_exclude"] = _list(value)
     spec["sync"] = sync
 
-    replication: dict[str, Any] = {}
+    replication: ReplicationDoc = {}
     producer = {
         k.removeprefix("producer.override.").removeprefix("producer."): v
         for k, v in s.items()
@@ -595,7 +606,7 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
     if replication:
         spec["replication"] = replication
 
-    offsets: dict[str, Any] = {}
+    offsets: OffsetsDoc = {}
     emit_checkpoints = _bool(take("emit.checkpoints.enabled"), True) and flow.has_checkpoint_connector
     if not flow.has_checkpoint_connector:
         out.notes.append(f"flow {name}: no MirrorCheckpointConnector given, so checkpoints are off")
@@ -620,7 +631,7 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
         out.notes.append(f"flow {name}: group offsets cannot be synced without checkpoints; turned off")
     spec["offsets"] = offsets
 
-    heartbeats: dict[str, Any] = {
+    heartbeats: HeartbeatsDoc = {
         "enabled": _bool(take("emit.heartbeats.enabled"), True) and flow.has_heartbeat_connector
     }
     if not flow.has_heartbeat_connector:
@@ -640,14 +651,14 @@ def _flow(flow: _Flow, out: _Translation) -> dict[str, Any]:
     return spec
 
 
-_POLICIES = {
+_POLICIES: dict[str, Literal["prefix", "identity"]] = {
     "DefaultReplicationPolicy": "prefix",
     "IdentityReplicationPolicy": "identity",
 }
 
 
-def _naming(policy_class: str | None, separator: str | None, name: str, out: _Translation) -> dict[str, Any]:
-    naming: dict[str, Any] = {"policy": "prefix"}
+def _naming(policy_class: str | None, separator: str | None, name: str, out: _Translation) -> NamingDoc:
+    naming: NamingDoc = {"policy": "prefix"}
     if policy_class:
         simple = policy_class.strip().rsplit(".", 1)[-1]
         if simple in _POLICIES:
@@ -673,7 +684,7 @@ def _naming(policy_class: str | None, separator: str | None, name: str, out: _Tr
 
 def _result(out: _Translation, origins: list[str]) -> ImportResult:
     state_cluster = out.flows[0]["target"] if out.flows else next(iter(out.clusters), "CHANGE-ME")
-    data: dict[str, Any] = {
+    data: DesiredStateDoc = {
         "version": 1,
         "clusters": out.clusters,
         "state": {"cluster": state_cluster},

@@ -22,7 +22,7 @@ from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot
 from reconciler.jobcontract.spec import eos_flow_for
-from reconciler.resources.deployments import Deployment, deployment_of
+from reconciler.resources.deployments import Deployment, StandaloneDeployment, YarnDeployment, deployment_of
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import JobRunnerError, checkpoint_for
 from reconciler.runners.local import LocalJob, LocalRunner
@@ -53,23 +53,23 @@ class FlowRunners:
         base_dir: Path,
         spark: SparkSpec,
         state_topic: str,
-        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+        deployments: Mapping[str, Deployment] | None = None,
     ) -> None:
         self.base_dir = base_dir
         self.spark = spark
         self.state_topic = state_topic
-        self.deployments = {k: dict(v) for k, v in (deployments or {}).items()}
+        self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.primary = self._make(spark.deploy, spark, self._of_kind(spark.deploy))
         self.kind = self.primary.kind
 
     def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment:
         previous = self.deployments.get(flow)
-        if previous is not None and _kind(previous) != self.kind:
+        if previous is not None and previous.runner != self.kind:
             self._runner_of(flow).stop(flow)  # it ran under the other runner: stop it there first
             self.primary.deployments.pop(flow, None)
-        record = self.primary.deploy(flow, spec, spec_digest)
+        record = deployment_of(self.primary.deploy(flow, spec, spec_digest))
         self.deployments[flow] = record
-        return deployment_of(record)
+        return record
 
     def stop(self, flow: str) -> None:
         self._runner_of(flow).stop(flow)
@@ -81,19 +81,23 @@ class FlowRunners:
 
     def move(self, old: str, new: str) -> None:
         """A renamed flow: stop `old`'s job gracefully; `new`'s next deploy starts on `old`'s checkpoint."""
-        record = self.deployments.get(old) or {}
+        record = self.deployments.get(old)
         runner = self._runner_of(old)
         runner.stop(old)
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
-        carried = {
-            "runner": _kind(record) if record else self.kind,
-            "checkpoint": checkpoint_for(old, root, self.state_topic, record),
-            "eos_flow": eos_flow_for(old, record),  # its exactly-once group: the renamed job resumes from it
-            **({"generation": record["generation"]} if "generation" in record else {}),  # and counts on from it
-        }
+        previous = None if record is None else record.model_dump(mode="json")
+        carried = deployment_of(
+            {
+                "runner": record.runner if record is not None else self.kind,
+                "checkpoint": checkpoint_for(old, root, self.state_topic, previous),
+                "eos_flow": eos_flow_for(old, previous),  # its exactly-once group: the renamed job resumes from it
+                # and counts on from its generation
+                **({"generation": record.generation} if record is not None and record.generation is not None else {}),
+            }
+        )
         self.deployments[new] = carried
-        if carried["runner"] == self.kind:
-            self.primary.deployments[new] = carried
+        if carried.runner == self.kind:
+            self.primary.deployments[new] = carried.model_dump(mode="json")
 
     def status(self) -> JobStatus:
         status = self.primary.status()
@@ -102,7 +106,7 @@ class FlowRunners:
         ephemeral = self.kind == "local" and os.environ.get("CI", "").lower() in ("true", "1")
         jobs: dict[str, JobInfo] = dict(status.jobs)
         for flow, record in self.deployments.items():
-            if _kind(record) != self.kind:
+            if record.runner != self.kind:
                 other = self._runner_of(flow)
                 try:
                     info = other.info(flow)
@@ -117,34 +121,33 @@ class FlowRunners:
 
     def _runner_of(self, flow: str) -> Runner:
         record = self.deployments.get(flow)
-        if record is None or _kind(record) == self.kind:
+        if record is None or record.runner == self.kind:
             return self.primary
-        kind = _kind(record)
         spark = self.spark
-        if kind == "standalone":
-            rest = record.get("rest_url")
+        if isinstance(record, StandaloneDeployment):
             spark = SparkSpec(
                 deploy="standalone",
-                master=str(record.get("master") or "spark://unknown:7077"),
-                rest_url=str(rest or "http://unknown:6066"),
-                checkpoint_root=str(record.get("folder") or "/unknown"),
+                master=record.master or "spark://unknown:7077",
+                rest_url=record.rest_url or "http://unknown:6066",
+                checkpoint_root=record.folder or "/unknown",
             )
-        elif kind == "yarn":
-            folder = str(record.get("folder") or "hdfs://unknown/unknown")
+        elif isinstance(record, YarnDeployment):
+            folder = record.folder or "hdfs://unknown/unknown"
             spark = SparkSpec(
                 deploy="yarn",
                 master="yarn",
-                hadoop_conf_dir=str(record.get("hadoop_conf_dir") or "") or spark.hadoop_conf_dir,
+                hadoop_conf_dir=record.hadoop_conf_dir or spark.hadoop_conf_dir,
                 checkpoint_root=folder if folder.startswith("hdfs:") else "hdfs://unknown/unknown",
             )
         else:
             spark = SparkSpec(checkpoint_root=spark.checkpoint_root)
-        return self._make(kind, spark, {flow: record})
+        return self._make(record.runner, spark, {flow: record})
 
-    def _of_kind(self, kind: str) -> dict[str, dict[str, Any]]:
-        return {f: r for f, r in self.deployments.items() if _kind(r) == kind}
+    def _of_kind(self, kind: str) -> dict[str, Deployment]:
+        return {f: r for f, r in self.deployments.items() if r.runner == kind}
 
-    def _make(self, kind: str, spark: SparkSpec, deployments: Mapping[str, Mapping[str, Any]]) -> Runner:
+    def _make(self, kind: str, spark: SparkSpec, typed: Mapping[str, Deployment]) -> Runner:
+        deployments = {flow: d.model_dump(mode="json") for flow, d in typed.items()}
         if kind == "local":
             return LocalRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
         if kind == "standalone":
@@ -154,14 +157,7 @@ class FlowRunners:
         raise JobRunnerError(f"spark.deploy '{kind}' runs no job, so it has no job runner")
 
 
-def _kind(record: Mapping[str, Any]) -> str:
-    kind = record.get("runner")
-    if isinstance(kind, str):
-        return kind
-    return "standalone" if "submission_id" in record else "local"
-
-
-def runner_for(desired: DesiredState, deployments: Mapping[str, Mapping[str, Any]] | None = None) -> FlowRunners:
+def runner_for(desired: DesiredState, deployments: Mapping[str, Deployment] | None = None) -> FlowRunners:
     """The runners of `desired`, rooted at the desired-state file's folder (or the working folder)."""
     if desired.spark.deploy == "none":
         raise JobRunnerError("spark.deploy 'none' runs no job, so it has no job runner")
