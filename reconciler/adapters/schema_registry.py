@@ -22,7 +22,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from reconciler.errors import Diagnostic, KmirrorError
 from reconciler.live.model import LiveState
@@ -135,7 +135,7 @@ class RegistryClient:
         """Register `version` with its own id and version number (IMPORT mode on the subject for the call)."""
         self._call("PUT", f"/mode/{_q(subject)}", {"mode": "IMPORT"})
         try:
-            body = {**_register_body(version), "id": version.id, "version": version.version}
+            body: RegisterBody = {**_register_body(version), "id": version.id, "version": version.version}
             _, answer = self._call("POST", f"/subjects/{_q(subject)}/versions", body)
         finally:
             self._call("PUT", f"/mode/{_q(subject)}", {"mode": "READWRITE"})
@@ -154,8 +154,24 @@ def _q(subject: str) -> str:
     return urllib.parse.quote(subject, safe="")
 
 
-def _register_body(version: SchemaVersion) -> dict[str, Any]:
-    body: dict[str, Any] = {"schema": version.schema}
+class ReferenceDoc(TypedDict):
+    name: str
+    subject: str
+    version: int
+
+
+class RegisterBody(TypedDict, total=False):
+    """The Confluent API's body of `POST /subjects/<subject>/versions` (with `id` and `version` in IMPORT mode)."""
+
+    schema: Required[str]
+    schemaType: str
+    references: list[ReferenceDoc]
+    id: int
+    version: int
+
+
+def _register_body(version: SchemaVersion) -> RegisterBody:
+    body: RegisterBody = {"schema": version.schema}
     if version.schema_type != "AVRO":
         body["schemaType"] = version.schema_type
     if version.references:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from reconciler.adapters.group_offsets import write_group_offsets
+from reconciler.adapters.schema_registry import RegistryClient
 from reconciler.app.schema_changes import apply_schema_change
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
@@ -201,7 +202,7 @@ class Executor:
         progress: Callable[[ChangeOutcome, int, int], None] | None = None,
         guard: Callable[[], None] | None = None,
         retry_delays: Sequence[float] = RETRY_DELAYS,
-        registries: Mapping[str, Any] | None = None,
+        registries: Mapping[str, RegistryClient] | None = None,
     ) -> None:
         self.admins = admins
         #: Per cluster, its schema registry's client (`adapters.schema_registry.RegistryClient`), for schema/ rows.

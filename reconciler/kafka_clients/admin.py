@@ -466,7 +466,7 @@ class KafkaAdmin:
             for r in client_quotas.decode_alter(answer, alterations)
         ]
 
-    def _run_quota_tool(self, request: Callable[[Mapping[str, str]], bytes]) -> dict[str, Any]:
+    def _run_quota_tool(self, request: Callable[[Mapping[str, str]], bytes]) -> client_quotas.ToolAnswer:
         """The quota tool's answer to the request built from this cluster's Java client properties (resolved here,
         held in memory only); raises `ClientQuotaError` (naming this cluster) when there is none."""
         try:

@@ -19,7 +19,7 @@ import json
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, TypedDict, cast
 
 from reconciler.errors import KmirrorError
 from reconciler.spec.redaction import scrub
@@ -46,9 +46,36 @@ class QuotaResult:
     transient: bool = False
 
 
+class DescribeBody(TypedDict):
+    op: Literal["describe"]
+    client_ids: list[str]
+
+
+class AlterBody(TypedDict):
+    op: Literal["alter"]
+    #: Per client id, quota name -> value to set, or None to remove it.
+    alterations: dict[str, dict[str, float | None]]
+
+
+class AlterResultDoc(TypedDict, total=False):
+    ok: bool
+    error: str
+    transient: bool
+
+
+class ToolAnswer(TypedDict, total=False):
+    """The tool's one JSON answer: `quotas` (describe) or `results` (alter) per client id, or one `error` for the
+    whole call. Read defensively: a field may be missing or of another type when the tool breaks."""
+
+    error: str
+    transient: bool
+    quotas: dict[str, dict[str, float]]
+    results: dict[str, AlterResultDoc]
+
+
 def describe_request(properties: Mapping[str, str], client_ids: Iterable[str], timeout: float) -> bytes:
     """The tool's request to read the quotas set on `client_ids` (an entity of the client id alone)."""
-    body = {"op": "describe", "client_ids": sorted(set(client_ids))}
+    body: DescribeBody = {"op": "describe", "client_ids": sorted(set(client_ids))}
     return _request(properties, timeout, body)
 
 
@@ -57,15 +84,16 @@ def alter_request(
 ) -> bytes:
     """The tool's request to set (a number) or remove (None) quotas per client id, all in one alterClientQuotas call."""
     ops = {cid: {k: None if v is None else float(v) for k, v in r.items()} for cid, r in alterations.items()}
-    return _request(properties, timeout, {"op": "alter", "alterations": ops})
+    body: AlterBody = {"op": "alter", "alterations": ops}
+    return _request(properties, timeout, body)
 
 
-def _request(properties: Mapping[str, str], timeout: float, body: Mapping[str, Any]) -> bytes:
+def _request(properties: Mapping[str, str], timeout: float, body: DescribeBody | AlterBody) -> bytes:
     props = {str(k): str(v) for k, v in properties.items()}
     return json.dumps({"properties": props, "timeout_ms": int(timeout * 1000), **body}).encode()
 
 
-def decode_describe(answer: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def decode_describe(answer: ToolAnswer) -> dict[str, dict[str, float]]:
     """Per client id, its quotas (name -> value); raises `ClientQuotaError` when the tool reported the call failed."""
     _raise_on_error(answer)
     quotas = answer.get("quotas")
@@ -78,7 +106,7 @@ def decode_describe(answer: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     }
 
 
-def decode_alter(answer: Mapping[str, Any], client_ids: Iterable[str]) -> list[QuotaResult]:
+def decode_alter(answer: ToolAnswer, client_ids: Iterable[str]) -> list[QuotaResult]:
     """One result per requested client id, in the order asked: the tool's, or a failure when it did not answer it.
 
     A failure of the whole call (the cluster did not answer, the client could not be built) fails every id with it.
@@ -100,7 +128,7 @@ def decode_alter(answer: Mapping[str, Any], client_ids: Iterable[str]) -> list[Q
     return out
 
 
-def parse_answer(stdout: str) -> dict[str, Any]:
+def parse_answer(stdout: str) -> ToolAnswer:
     """The tool's one JSON answer (its last non-empty line of stdout)."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     try:
@@ -109,10 +137,10 @@ def parse_answer(stdout: str) -> dict[str, Any]:
         answer = None
     if not isinstance(answer, dict):
         raise ClientQuotaError(f"the client-quota tool gave no answer: {scrub(stdout[-500:])!r}")
-    return answer
+    return cast(ToolAnswer, answer)  # a JSON object: its fields are checked where they are read
 
 
-def run_tool(command: list[str], request: bytes, timeout: float) -> dict[str, Any]:
+def run_tool(command: list[str], request: bytes, timeout: float) -> ToolAnswer:
     """Run the tool once with `request` on stdin; its answer. Raises `ClientQuotaError` when it gave none."""
     try:
         result = subprocess.run(command, input=request, capture_output=True, timeout=timeout + JVM_START_BUDGET)
@@ -133,7 +161,7 @@ def run_tool(command: list[str], request: bytes, timeout: float) -> dict[str, An
     return answer
 
 
-def _raise_on_error(answer: Mapping[str, Any]) -> None:
+def _raise_on_error(answer: ToolAnswer) -> None:
     if "error" in answer:
         raise ClientQuotaError(str(answer["error"]), transient=bool(answer.get("transient")))
 

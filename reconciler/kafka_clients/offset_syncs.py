@@ -207,7 +207,7 @@ class CheckpointWriter:
     def write(self, checkpoints: Iterable[Checkpoint], timestamp: int | None = None) -> int:
         n = 0
         for cp in checkpoints:
-            kwargs: dict[str, Any] = {"timestamp": timestamp} if timestamp is not None else {}
+            kwargs: dict[str, int] = {"timestamp": timestamp} if timestamp is not None else {}
             while True:
                 try:
                     self._producer.produce(
