@@ -24,11 +24,12 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from reconciler.adapters.group_offsets import write_group_offsets
 from reconciler.adapters.schema_registry import RegistryClient
 from reconciler.app.schema_changes import apply_schema_change
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.kafka_clients.admin import Outcome
 from reconciler.live.model import AclEntry
 from reconciler.plan.definition import (
@@ -111,7 +112,7 @@ class JobRunner(Protocol):
     checkpoint lives...), which is recorded with the job, or None when it has none to give.
     """
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment | None: ...
+    def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> Deployment | None: ...
 
     def stop(self, flow: str) -> None: ...
 

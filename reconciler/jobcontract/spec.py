@@ -19,11 +19,47 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, SerializationInfo, ValidationError, model_serializer
+
 from reconciler.errors import ConfigError
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
-from reconciler.spec.models import ClusterSpec, FlowSpec, SparkSpec
+from reconciler.spec.models import ClusterSpec, DesiredState, FlowSpec, SparkSpec
 
 FORMAT_VERSION = 1
+
+
+class EffectiveSpec(BaseModel):
+    """A flow's effective spec, typed: the flow, the clusters it names, the Spark settings and, for a throttled
+    flow, the client ids its quotas are set on (`DesiredState.flow_effective_spec`, whose digest is the flow's).
+
+    Its JSON is exactly the JSON it was read from (each model dumps the fields it was given: the effective spec
+    leaves out what does not concern the job, e.g. the throttle, a registry no flow syncs with), so a plan file, the
+    state topic and the job's spec file hold the same bytes as before it was typed, and its digest holds.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    flow: FlowSpec
+    clusters: dict[str, ClusterSpec]
+    spark: SparkSpec
+    #: The client ids the flow's consumer and producer run with when it is throttled ("source"/"target" -> id).
+    client_ids: dict[str, str] | None = None
+
+    @classmethod
+    def of(cls, desired: DesiredState, flow: str) -> EffectiveSpec:
+        return cls.model_validate(desired.flow_effective_spec(flow))
+
+    @model_serializer(mode="plain")
+    def _as_given(self, info: SerializationInfo) -> dict[str, object]:
+        mode = info.mode
+        out: dict[str, object] = {
+            "flow": self.flow.model_dump(mode=mode, exclude_unset=True),
+            "clusters": {a: c.model_dump(mode=mode, exclude_unset=True) for a, c in self.clusters.items()},
+            "spark": self.spark.model_dump(mode=mode, exclude_unset=True),
+        }
+        if "client_ids" in self.model_fields_set:
+            out["client_ids"] = self.client_ids
+        return out
 
 
 def eos_flow_for(flow: str, previous: Mapping[str, Any] | None) -> str:
@@ -43,10 +79,10 @@ def next_generation(previous: Mapping[str, Any] | None) -> int:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What one flow's job runs with. `effective` is `flow_effective_spec(...)`, JSON-shaped."""
+    """What one flow's job runs with: its effective spec, where its paths resolve, what keys what it owns."""
 
     flow_name: str
-    effective: Mapping[str, Any]
+    effective: EffectiveSpec
     digest: str
     base_dir: Path
     #: The state topic of the desired-state file the flow is in: with the flow's name it keys what the job owns on
@@ -64,7 +100,7 @@ class JobSpec:
     def for_deploy(
         cls,
         flow: str,
-        effective: Mapping[str, Any],
+        effective: EffectiveSpec | Mapping[str, Any],
         digest: str,
         base_dir: Path,
         state_topic: str,
@@ -72,9 +108,8 @@ class JobSpec:
     ) -> JobSpec:
         """The spec of a new deployment of `flow`, after `previous` (its last deployment's record): the exactly-once
         name it carries over and the next generation."""
-        return cls(
-            flow, effective, digest, base_dir, state_topic, eos_flow_for(flow, previous), next_generation(previous)
-        )
+        typed = effective if isinstance(effective, EffectiveSpec) else EffectiveSpec.model_validate(effective)
+        return cls(flow, typed, digest, base_dir, state_topic, eos_flow_for(flow, previous), next_generation(previous))
 
     @property
     def eos_name(self) -> str:
@@ -82,15 +117,15 @@ class JobSpec:
 
     @property
     def flow(self) -> FlowSpec:
-        return FlowSpec.model_validate(self.effective["flow"])
+        return self.effective.flow
 
     @property
     def spark(self) -> SparkSpec:
-        return SparkSpec.model_validate(self.effective["spark"])
+        return self.effective.spark
 
     def cluster(self, alias: str) -> ClusterSpec:
         try:
-            return ClusterSpec.model_validate(self.effective["clusters"][alias])
+            return self.effective.clusters[alias]
         except KeyError:
             raise ConfigError(f"the job spec of flow {self.flow_name} names no cluster '{alias}'") from None
 
@@ -103,7 +138,7 @@ class JobSpec:
             "state_topic": self.state_topic,
             "eos_flow": self.eos_name,
             "generation": self.generation,
-            "spec": dict(self.effective),
+            "spec": self.effective.model_dump(mode="json"),
         }
 
     def write(self, path: Path) -> None:
@@ -130,8 +165,8 @@ class JobSpec:
         state_topic = data.get("state_topic") or DEFAULT_STATE_TOPIC
         eos_flow = data.get("eos_flow") if isinstance(data.get("eos_flow"), str) else None
         generation = data.get("generation") if isinstance(data.get("generation"), int) else 0
-        spec = cls(
-            data["flow"], data["spec"], data["digest"], Path(data["base_dir"]), state_topic, eos_flow, generation
-        )
-        spec.flow  # noqa: B018 - validate the flow now, so a broken file fails before Spark starts
-        return spec
+        try:  # validated now, so a broken file fails before Spark starts
+            effective = EffectiveSpec.model_validate(data["spec"])
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: the flow's spec is not valid: {exc}") from exc
+        return cls(data["flow"], effective, data["digest"], Path(data["base_dir"]), state_topic, eos_flow, generation)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.resources.deployments import Deployment, deployment_of
 
 
@@ -114,17 +115,14 @@ class JobForm(Form):
     operation: JobOperation
     runner: str
     spec_digest: str
-    #: The flow's effective spec, as `reconciler.jobcontract.spec.JobSpec` hands it to the job (its JSON edge).
-    spec: dict[str, Any]
+    #: The flow's effective spec, as `reconciler.jobcontract.spec.JobSpec` hands it to the job.
+    spec: EffectiveSpec
     moved_from: str | None = None
 
     @property
-    def clusters(self) -> set[str] | None:
-        """The source and target cluster of the flow (None when the spec does not say)."""
-        flow = self.spec.get("flow")
-        if isinstance(flow, dict) and isinstance(flow.get("source"), str) and isinstance(flow.get("target"), str):
-            return {flow["source"], flow["target"]}
-        return None
+    def clusters(self) -> set[str]:
+        """The source and target cluster of the flow."""
+        return {self.spec.flow.source, self.spec.flow.target}
 
 
 class JobRecord(JobForm):

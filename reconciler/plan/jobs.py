@@ -25,7 +25,7 @@ from deepdiff import DeepDiff
 
 from reconciler.core.policy.filters import eos_group
 from reconciler.errors import Diagnostic
-from reconciler.jobcontract.spec import eos_flow_for
+from reconciler.jobcontract.spec import EffectiveSpec, eos_flow_for
 from reconciler.live.model import LiveState
 from reconciler.plan.definition import Action, JobChange
 from reconciler.plan.forms import EosGroup, JobForm, JobObserved, JobOperation
@@ -133,7 +133,7 @@ def plan_jobs(
                 operation=operation,
                 runner=desired.spark.deploy,
                 spec_digest=digest,  # noqa: B023
-                spec=spec,  # noqa: B023
+                spec=EffectiveSpec.model_validate(spec),  # noqa: B023
                 **({"moved_from": moved_from} if moved_from is not None else {}),
             )
             return JobChange(

@@ -159,7 +159,7 @@ class QueryStart(JobReporting):
             sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots, tasks)
             consumer, producer = {**sizing.consumer, **consumer}, {**sizing.producer, **producer}
         # A throttled flow's clients take the ids its quotas name (`policy.client_ids`); others keep Kafka's own.
-        client_ids = self.spec.effective.get("client_ids") or {}
+        client_ids = self.spec.effective.client_ids or {}
         source = source_options(
             flow,
             self._java(flow.source),

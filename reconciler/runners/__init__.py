@@ -18,10 +18,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from reconciler.jobcontract.layout import CheckpointRoot
-from reconciler.jobcontract.spec import eos_flow_for
+from reconciler.jobcontract.spec import EffectiveSpec, eos_flow_for
 from reconciler.resources.deployments import Deployment, StandaloneDeployment, YarnDeployment, deployment_of
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import JobRunnerError, checkpoint_for
@@ -62,12 +61,12 @@ class FlowRunners:
         self.primary = self._make(spark.deploy, spark, self._of_kind(spark.deploy))
         self.kind = self.primary.kind
 
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> Deployment:
+    def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> Deployment:
         previous = self.deployments.get(flow)
         if previous is not None and previous.runner != self.kind:
             self._runner_of(flow).stop(flow)  # it ran under the other runner: stop it there first
             self.primary.deployments.pop(flow, None)
-        record = deployment_of(self.primary.deploy(flow, spec, spec_digest))
+        record = deployment_of(self.primary.deploy(flow, spec.model_dump(mode="json"), spec_digest))
         self.deployments[flow] = record
         return record
 

@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.core.policy.filters import eos_group
 from reconciler.errors import KmirrorError
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
 from reconciler.plan.definition import Action
 from reconciler.replication import exactly_once
 from reconciler.replication.query import sink_options
@@ -201,7 +201,7 @@ def test_a_change_other_than_delivery_says_nothing_about_delivery() -> None:
 
 def test_the_job_spec_carries_the_state_topic_and_an_older_file_gets_the_default(tmp_path: Path) -> None:
     ds = desired("replication: {delivery: exactly_once}")
-    spec = JobSpec("f", ds.flow_effective_spec("f"), ds.flow_digest("f"), tmp_path, "_kmirror.state.prod")
+    spec = JobSpec("f", EffectiveSpec.of(ds, "f"), ds.flow_digest("f"), tmp_path, "_kmirror.state.prod")
     spec.write(tmp_path / "spec.json")
     assert JobSpec.read(tmp_path / "spec.json").state_topic == "_kmirror.state.prod"
     older = json.loads((tmp_path / "spec.json").read_text())

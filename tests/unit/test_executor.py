@@ -167,7 +167,7 @@ def internal_topic(cluster: str, name: str) -> AnyChange:
 def job(flow: str, action: Action = Action.CREATE, source: str = "src", target: str = "dst") -> AnyChange:
     after = None
     if action != Action.DELETE:
-        spec = {"flow": {"name": flow, "source": source, "target": target}}
+        spec = {"flow": {"name": flow, "source": source, "target": target}, "clusters": {}, "spark": {}}
         after = {"flow": flow, "operation": "deploy", "runner": "local", "spec_digest": "d1", "spec": spec}
     return change_of(address=f"job/{flow}", kind=Kind.JOB, action=action, after=after)
 

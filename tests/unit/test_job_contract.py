@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.jobcontract.layout import CheckpointRoot, checkpoint_root_problem, local_job_folder
-from reconciler.jobcontract.spec import JobSpec, next_generation
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec, next_generation
 from reconciler.replication.metrics import ReplicationMetrics
 from reconciler.replication.query import resume_offsets
 from reconciler.runners.common import checkpoint_for, checkpoint_missing
@@ -152,7 +152,7 @@ state: {cluster: dst}
 flows: [{name: f, source: src, target: dst, topics: {include: ["o"]}}]
 """
     ).state
-    spec = JobSpec("f", ds.flow_effective_spec("f"), ds.flow_digest("f"), tmp_path, generation=5)
+    spec = JobSpec("f", EffectiveSpec.of(ds, "f"), ds.flow_digest("f"), tmp_path, generation=5)
     spec.write(tmp_path / "spec.json")
     assert JobSpec.read(tmp_path / "spec.json").generation == 5
     old = json.loads((tmp_path / "spec.json").read_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
 from reconciler.replication.schema_ids import schema_id_settings
 from reconciler.spec import load_text
 from reconciler.spec.redaction import scrub
@@ -32,7 +32,7 @@ flows:
   - {{name: f, source: a, target: b, sync: {{schemas: {str(sync).lower()}}}}}
 """
     ).state
-    return JobSpec("f", desired.flow_effective_spec("f"), desired.flow_digest("f"), Path("."))
+    return JobSpec("f", EffectiveSpec.of(desired, "f"), desired.flow_digest("f"), Path("."))
 
 
 def test_credentials_become_redacted_authorization_settings(monkeypatch: pytest.MonkeyPatch) -> None:

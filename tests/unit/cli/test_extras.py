@@ -18,6 +18,9 @@ from reconciler.resources.addresses import Kind
 
 pytestmark = pytest.mark.unit
 
+#: The smallest effective spec of a flow `f` (a job form carries one).
+SPEC = {"flow": {"name": "f", "source": "a", "target": "b"}, "clusters": {}, "spark": {}}
+
 ROOT = Path(__file__).resolve().parents[3]
 SPARK_MODULES = ("pyspark", "py4j", "prometheus_client")
 
@@ -56,7 +59,7 @@ def test_apply_refuses_a_job_deploy_before_changing_anything(
         address="job/f",
         kind=Kind.JOB,
         action=Action.CREATE,
-        after={"flow": "f", "operation": "deploy", "runner": "local", "spec_digest": "d", "spec": {}},
+        after={"flow": "f", "operation": "deploy", "runner": "local", "spec_digest": "d", "spec": SPEC},
     )
     plan = Plan(plan_id="p", created_at="t", spec_digest="d", changes=(deploy,), summary=summarize((deploy,)))
     executed: list[Plan] = []

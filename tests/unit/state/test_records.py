@@ -26,6 +26,9 @@ from reconciler.state.records import (
 
 pytestmark = pytest.mark.unit
 
+#: The smallest effective spec of a flow `f` (a job form carries one).
+SPEC = {"flow": {"name": "f", "source": "a", "target": "b"}, "clusters": {}, "spark": {}}
+
 
 def _log(*records: tuple[str, object]) -> list[tuple[str, bytes | None, int]]:
     # as every kmirror version writes a record's value: sorted, compact JSON (a tombstone: None)
@@ -200,6 +203,13 @@ def test_a_deployment_recorded_before_deployments_named_their_runner_is_migrated
     old_local = {"flow": "f", "host": "h", "pid": 7}
     assert isinstance(deployment_of(old_local), LocalDeployment)
     record = JobRecord.model_validate(
-        {"flow": "f", "operation": "deploy", "runner": "local", "spec_digest": "d", "spec": {}, "deployment": old_local}
+        {
+            "flow": "f",
+            "operation": "deploy",
+            "runner": "local",
+            "spec_digest": "d",
+            "spec": SPEC,
+            "deployment": old_local,
+        }
     )
     assert isinstance(record.deployment, LocalDeployment) and record.deployment.pid == 7
