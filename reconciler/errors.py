@@ -11,14 +11,30 @@ Must not: import a client, the CLI or dev tooling (import-linter holds it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypedDict
+
+Severity = Literal["error", "warning"]
+
+
+class DiagnosticDoc(TypedDict):
+    """A diagnostic in the CLI's JSON (`--format json`)."""
+
+    severity: Severity
+    summary: str
+    detail: str
+    address: str | None
+    location: str | None
+    file: str | None
+    line: int | None
+    column: int | None
+    field: str | None
 
 
 @dataclass(frozen=True)
 class Diagnostic:
     """One problem for a machine to read: how bad, what (one line), more (what to do), which resource, where."""
 
-    severity: Literal["error", "warning"]
+    severity: Severity
     summary: str
     detail: str = ""
     address: str | None = None
@@ -48,7 +64,7 @@ class Diagnostic:
         """One line for people: `<address>: <summary>`, or the summary alone."""
         return f"{self.address}: {self.summary}" if self.address else self.summary
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiagnosticDoc:
         return {
             "severity": self.severity,
             "summary": self.summary,

@@ -67,7 +67,7 @@ def transactional_id(state_topic: str, flow: str, topic: str, partition: int) ->
     return f"{transactional_id_prefix(state_topic, flow)}{topic}/{partition}"
 
 
-def transaction_timeout_ms(producer: Mapping[str, Any]) -> int:
+def transaction_timeout_ms(producer: Mapping[str, str]) -> int:
     """The transactional producers' `transaction.timeout.ms` (validated when the file was loaded)."""
     timeout = transactions.transaction_timeout_ms(producer)
     if timeout is None:

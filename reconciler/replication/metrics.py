@@ -299,7 +299,7 @@ class ReplicationMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         labels = ["source", "target", "topic", "partition"]
         top = ["source", "target"]
-        families: dict[str, Any] = {
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "record_count": CounterMetricFamily(
                 "kmirror_record_count", "Records replicated to the target (MM2 record-count).", labels=labels
             ),
