@@ -23,9 +23,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from reconciler.runners.common import JobRunnerError
 
@@ -164,7 +165,7 @@ class HadoopClient:
             raise JobRunnerError(f"WebHDFS at {self.namenode_http} did not answer ({exc})") from None
 
     # -- the ResourceManager --------------------------------------------------------------------------------
-    def application(self, app_id: str) -> dict[str, Any] | None:
+    def application(self, app_id: str) -> YarnApp | None:
         """The RM's record of the application (`state`, `finalStatus`, `diagnostics`, ...), None if it has none."""
         try:
             app = self._rm("GET", f"/ws/v1/cluster/apps/{app_id}").get("app")
@@ -174,9 +175,10 @@ class HadoopClient:
             raise JobRunnerError(
                 f"the ResourceManager {self.resource_manager}: HTTP {exc.code} {_message(exc)}"
             ) from None
-        return app if isinstance(app, dict) else None
+        return cast(YarnApp, app) if isinstance(app, dict) else None  # its fields are checked where they are read
 
-    def attempts(self, app_id: str) -> list[dict[str, Any]]:
+    def attempts(self, app_id: str) -> list[object]:
+        """The application's attempts (the RM's records of them; only their number is used)."""
         try:
             found = self._rm("GET", f"/ws/v1/cluster/apps/{app_id}/appattempts").get("appAttempts") or {}
         except urllib.error.HTTPError:
@@ -194,7 +196,8 @@ class HadoopClient:
                     f"{_message(exc)}"
                 ) from None
 
-    def _rm(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _rm(self, method: str, path: str, body: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The RM's JSON answer to `method path` (the REST edge: callers read it field by field)."""
         url = f"{self.resource_manager}{path}?{urllib.parse.urlencode({'user.name': self.user})}"
         request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
         request.add_header("Accept", "application/json")
@@ -212,6 +215,15 @@ class HadoopClient:
         except ValueError:
             raise JobRunnerError(f"the ResourceManager {self.resource_manager} answered {path} with no JSON") from None
         return data if isinstance(data, dict) else {}
+
+
+class YarnApp(TypedDict, total=False):
+    """What the runner reads of the RM's record of an application (`GET /ws/v1/cluster/apps/<id>`)."""
+
+    state: str
+    finalStatus: str
+    diagnostics: str
+    amHostHttpAddress: str
 
 
 def _http(address: str) -> str:

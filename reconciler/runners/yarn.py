@@ -49,12 +49,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from reconciler.artifacts import job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.artifacts.job_env import job_env_archive
-from reconciler.jobcontract.job_report import read_report
+from reconciler.jobcontract.job_report import JobReport, read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
 from reconciler.jobcontract.spec import JobSpec
 from reconciler.resources.job_status import JobInfo, JobStatus
@@ -71,7 +71,7 @@ from reconciler.runners.common import (
     write_private,
     write_properties,
 )
-from reconciler.runners.hadoop import ACTIVE_STATES, HadoopClient
+from reconciler.runners.hadoop import ACTIVE_STATES, HadoopClient, YarnApp
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 
@@ -95,7 +95,7 @@ class YarnJob:
     running: bool
     state: str | None
     error: str | None
-    app: Mapping[str, Any] | None
+    app: YarnApp | None
     attempts: int
     checkpoint: str | None = None
 
@@ -419,7 +419,7 @@ class YarnRunner:
         return sorted(self.deployments)
 
 
-def read_report_remote(hadoop: HadoopClient, folder: str) -> dict[str, Any]:
+def read_report_remote(hadoop: HadoopClient, folder: str) -> JobReport:
     """The job's status.json in its folder on HDFS; empty when there is none (yet) or it cannot be parsed."""
     data = hadoop.read(f"{folder}/status.json")
     if not data:
@@ -428,7 +428,7 @@ def read_report_remote(hadoop: HadoopClient, folder: str) -> dict[str, Any]:
         report = json.loads(data)
     except ValueError:
         return {}
-    return report if isinstance(report, dict) else {}
+    return cast(JobReport, report) if isinstance(report, dict) else {}  # as `read_report` reads the local one
 
 
 def _pyspark_archives() -> str:
