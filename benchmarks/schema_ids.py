@@ -166,6 +166,7 @@ def _run(
     jfr: bool,
 ) -> dict[str, Any]:
     from benchmarks.replication.measure import MachineMark, between, thread_cpu, tree_cpu
+    from reconciler.jobcontract.spec import EffectiveSpec
     from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_text
 
@@ -200,9 +201,10 @@ def _run(
     bootstrap = str(clusters["dst"]["bootstrap_servers"])
     remote = f"src.{topic}"
     marks: dict[str, Any] = {}
-    deployed = runner.deploy(name, state.flow_effective_spec(name), state.flow_digest(name))
-    job = [int(deployed["pid"])]
-    status_file = Path(deployed["folder"]) / "status.json"
+    deployed = runner.deploy(name, EffectiveSpec.of(state, name), state.flow_digest(name))
+    assert deployed.pid is not None and deployed.folder is not None
+    job = [deployed.pid]
+    status_file = Path(deployed.folder) / "status.json"
     try:
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:

@@ -54,6 +54,7 @@ from benchmarks.replication.measure import (
 )
 from benchmarks.replication.repeat import StallWatch
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs, mm2_libs
+from reconciler.jobcontract.spec import EffectiveSpec
 
 # -- copy timing ------------------------------------------------------------------------------------------------
 
@@ -742,11 +743,11 @@ def deploy(job: KmirrorJob) -> None:
     120,000 records, most of it later flows starting)."""
     if len(job.flows) == 1:
         flow = job.flow
-        job.runner.deploy(flow.name, job.state.flow_effective_spec(flow.name), job.state.flow_digest(flow.name))
+        job.runner.deploy(flow.name, EffectiveSpec.of(job.state, flow.name), job.state.flow_digest(flow.name))
         return
     with ThreadPoolExecutor(len(job.flows)) as pool:
         futures = [
-            pool.submit(job.runner.deploy, f.name, job.state.flow_effective_spec(f.name), job.state.flow_digest(f.name))
+            pool.submit(job.runner.deploy, f.name, EffectiveSpec.of(job.state, f.name), job.state.flow_digest(f.name))
             for f in job.flows
         ]
         for future in futures:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, SerializationInfo, ValidationError, model_serializer
 
 from reconciler.errors import ConfigError
+from reconciler.resources.deployments import Deployment
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import ClusterSpec, DesiredState, FlowSpec, SparkSpec
 
@@ -62,19 +62,19 @@ class EffectiveSpec(BaseModel):
         return out
 
 
-def eos_flow_for(flow: str, previous: Mapping[str, Any] | None) -> str:
+def eos_flow_for(flow: str, previous: Deployment | None) -> str:
     """The name the flow's exactly-once group and transactional ids are keyed by: the one its previous deployment
     recorded (a renamed flow carries its old name's), else the flow's own."""
-    recorded = (previous or {}).get("eos_flow")
-    return recorded if isinstance(recorded, str) and recorded else flow
+    recorded = previous.eos_flow if previous is not None else None
+    return recorded or flow
 
 
-def next_generation(previous: Mapping[str, Any] | None) -> int:
+def next_generation(previous: Deployment | None) -> int:
     """The generation of a new deployment of the flow: one past the one the state recorded (1 for the first, and
     for a deployment recorded before generations existed). An exactly-once job commits it with its positions; a
     writer that finds a newer one stops for good instead of fencing the newer job back."""
-    recorded = (previous or {}).get("generation")
-    return (recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0 else 0) + 1
+    recorded = previous.generation if previous is not None else None
+    return (recorded if recorded is not None and recorded > 0 else 0) + 1
 
 
 @dataclass(frozen=True)
@@ -100,16 +100,17 @@ class JobSpec:
     def for_deploy(
         cls,
         flow: str,
-        effective: EffectiveSpec | Mapping[str, Any],
+        effective: EffectiveSpec,
         digest: str,
         base_dir: Path,
         state_topic: str,
-        previous: Mapping[str, Any] | None,
+        previous: Deployment | None,
     ) -> JobSpec:
         """The spec of a new deployment of `flow`, after `previous` (its last deployment's record): the exactly-once
         name it carries over and the next generation."""
-        typed = effective if isinstance(effective, EffectiveSpec) else EffectiveSpec.model_validate(effective)
-        return cls(flow, typed, digest, base_dir, state_topic, eos_flow_for(flow, previous), next_generation(previous))
+        return cls(
+            flow, effective, digest, base_dir, state_topic, eos_flow_for(flow, previous), next_generation(previous)
+        )
 
     @property
     def eos_name(self) -> str:

@@ -31,6 +31,7 @@ from reconciler.plan.definition import Action, JobChange
 from reconciler.plan.forms import EosGroup, JobForm, JobObserved, JobOperation
 from reconciler.plan.topics import TopicPlan
 from reconciler.resources.addresses import Kind, job_address, job_flow
+from reconciler.resources.deployments import deployment_of
 from reconciler.resources.job_status import JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.models import Delivery, DesiredState, FlowSpec
@@ -240,7 +241,8 @@ def removed_flow_eos_group(desired: DesiredState, name: str, last: Mapping[str, 
     target = flow.get("target")
     if not isinstance(target, str) or target not in desired.clusters:
         return None
-    eos_flow = eos_flow_for(name, (last or {}).get("deployment"))
+    deployment = (last or {}).get("deployment")
+    eos_flow = eos_flow_for(name, deployment_of(deployment) if isinstance(deployment, Mapping) else None)
     exactly_once = (flow.get("replication") or {}).get("delivery") == Delivery.EXACTLY_ONCE
     return EosGroup(cluster=target, group=eos_group(desired.state.topic, eos_flow), exactly_once=exactly_once)
 

@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+)
 
 
 class _Deployment(BaseModel):
@@ -38,6 +46,12 @@ class _Deployment(BaseModel):
     generation: int | None = None
     started_at: float | None = None
     stopped_at: float | None = None
+
+    @field_validator("generation", mode="before")
+    @classmethod
+    def _whole(cls, value: object) -> object:
+        # a generation that is not a whole number (a damaged record) counts as none: the next deployment is the first
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @model_serializer(mode="wrap")
     def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
@@ -61,6 +75,8 @@ class StandaloneDeployment(_Deployment):
     submission_id: str | None = None
     rest_url: str | None = None
     master: str | None = None
+    #: The URI of the job's Python environment archive, when kmirror shipped one (a folder on HDFS).
+    job_environment: str | None = None
 
 
 class YarnDeployment(_Deployment):
@@ -89,6 +105,6 @@ def deployment_of(record: Mapping[str, object]) -> Deployment:
     return _DEPLOYMENT.validate_python(record)
 
 
-def stopped(deployment: Deployment, at: float) -> Deployment:
+def mark_stopped(deployment: Deployment, at: float) -> Deployment:
     """The same deployment, marked stopped at `at` (epoch seconds)."""
     return deployment.model_copy(update={"stopped_at": at})

@@ -66,7 +66,7 @@ class FlowRunners:
         if previous is not None and previous.runner != self.kind:
             self._runner_of(flow).stop(flow)  # it ran under the other runner: stop it there first
             self.primary.deployments.pop(flow, None)
-        record = deployment_of(self.primary.deploy(flow, spec.model_dump(mode="json"), spec_digest))
+        record = self.primary.deploy(flow, spec, spec_digest)
         self.deployments[flow] = record
         return record
 
@@ -84,19 +84,18 @@ class FlowRunners:
         runner = self._runner_of(old)
         runner.stop(old)
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
-        previous = None if record is None else record.model_dump(mode="json")
         carried = deployment_of(
             {
                 "runner": record.runner if record is not None else self.kind,
-                "checkpoint": checkpoint_for(old, root, self.state_topic, previous),
-                "eos_flow": eos_flow_for(old, previous),  # its exactly-once group: the renamed job resumes from it
+                "checkpoint": checkpoint_for(old, root, self.state_topic, record),
+                "eos_flow": eos_flow_for(old, record),  # its exactly-once group: the renamed job resumes from it
                 # and counts on from its generation
                 **({"generation": record.generation} if record is not None and record.generation is not None else {}),
             }
         )
         self.deployments[new] = carried
         if carried.runner == self.kind:
-            self.primary.deployments[new] = carried.model_dump(mode="json")
+            self.primary.deployments[new] = carried
 
     def status(self) -> JobStatus:
         status = self.primary.status()
@@ -145,8 +144,7 @@ class FlowRunners:
     def _of_kind(self, kind: str) -> dict[str, Deployment]:
         return {f: r for f, r in self.deployments.items() if r.runner == kind}
 
-    def _make(self, kind: str, spark: SparkSpec, typed: Mapping[str, Deployment]) -> Runner:
-        deployments = {flow: d.model_dump(mode="json") for flow, d in typed.items()}
+    def _make(self, kind: str, spark: SparkSpec, deployments: Mapping[str, Deployment]) -> Runner:
         if kind == "local":
             return LocalRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
         if kind == "standalone":

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
+from reconciler.resources.deployments import Deployment
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.spec.models import SparkSpec
 from reconciler.spec.secrets import SecretRef
@@ -58,10 +59,10 @@ def log4j2_properties(appender: str, log: Path | None = None) -> str:
     )
 
 
-def forget_job(folder: JobFolder, previous: Mapping[str, Any]) -> None:
+def forget_job(folder: JobFolder, previous: Deployment) -> None:
     """Delete a stopped job's checkpoint (a local path) and its folder's runner record: its flow is gone."""
-    checkpoint = previous.get("checkpoint")
-    if isinstance(checkpoint, str) and "://" not in checkpoint:
+    checkpoint = previous.checkpoint
+    if checkpoint is not None and "://" not in checkpoint:
         shutil.rmtree(checkpoint.removeprefix("file:"), ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
         folder.runner.unlink()
@@ -82,24 +83,24 @@ def checkpoint_for(
     flow: str,
     root: CheckpointRoot,
     state_topic: str,
-    previous: Mapping[str, Any] | None,
+    previous: Deployment | None,
 ) -> str:
     """Where the flow's job checkpoints: where its previous deployment did (recorded), else the keyed layout.
 
     A job deployed before checkpoints were keyed by state topic kept them in `<checkpoint_root>/<flow>`; one found
     there is used on, so upgrading kmirror does not restart a flow from `start_from`.
     """
-    recorded = (previous or {}).get("checkpoint")
-    if isinstance(recorded, str) and recorded:
+    recorded = previous.checkpoint if previous is not None else None
+    if recorded:
         return recorded
     if root.path is not None and (root.path / flow / "offsets").is_dir():
         return str(root.path / flow)
     return root.checkpoint(state_topic, flow)
 
 
-def checkpoint_missing(checkpoint: str, previous: Mapping[str, Any] | None) -> bool | None:
+def checkpoint_missing(checkpoint: str, previous: Deployment | None) -> bool | None:
     """Whether a flow deployed before has lost its checkpoint: True/False for a local path, None if unknown."""
-    if not previous:
+    if previous is None:
         return False
     if "://" in checkpoint and not checkpoint.startswith("file:"):
         return None  # hdfs:, s3a:, ...: the job checks it itself when it starts
@@ -138,7 +139,7 @@ def collect_status(flows: Iterable[str], info: Callable[[str], JobInfo | None]) 
 
 
 def job_info(
-    flow: str, job: ReportedJob, previous: Mapping[str, Any], kind: str, detail: str, host: str | None
+    flow: str, job: ReportedJob, previous: Deployment | None, kind: str, detail: str, host: str | None
 ) -> JobInfo:
     """The planner's view of a job: the runner's answer plus what the job's status record says of itself."""
     report = read_report(job.folder / "status.json")
@@ -177,7 +178,8 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
     write_private(path, "".join(f"{escape(k)}={escape(v)}\n" for k, v in sorted(props.items())))
 
 
-def write_json(path: Path, value: Mapping[str, Any]) -> None:
+def write_json(path: Path, value: Mapping[str, object]) -> None:
+    """Write a JSON object (a deployment's record, a job's status) owner-only and atomically."""
     write_private(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
@@ -191,7 +193,8 @@ def write_private(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, object]:
+    """The JSON object in `path` (empty when there is none or it is not one): the caller validates what it reads."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -199,9 +202,9 @@ def read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def folder_of(previous: Mapping[str, Any] | None) -> JobFolder | None:
-    folder = (previous or {}).get("folder")
-    return JobFolder(Path(folder)) if isinstance(folder, str) and folder else None
+def folder_of(previous: Deployment | None) -> JobFolder | None:
+    folder = previous.folder if previous is not None else None
+    return JobFolder(Path(folder)) if folder else None
 
 
 def tail(path: Path, lines: int = 25) -> str:

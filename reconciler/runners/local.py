@@ -39,13 +39,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reconciler.artifacts import driver_java_options, job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
+from reconciler.resources.deployments import (
+    Deployment,
+    LocalDeployment,
+    StandaloneDeployment,
+    deployment_of,
+    mark_stopped,
+)
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     HOST,
@@ -108,7 +114,7 @@ class LocalRunner:
         spark: SparkSpec | None = None,
         *,
         state_topic: str = DEFAULT_STATE_TOPIC,
-        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+        deployments: Mapping[str, Deployment] | None = None,
         root: Path | None = None,
         stop_timeout: float = 150.0,
         start_timeout: float = 180.0,
@@ -118,7 +124,7 @@ class LocalRunner:
         self.spark = spark or SparkSpec()
         self.state_topic = state_topic
         #: What the state topic says apply deployed, per flow (the `deployment` of each `job/<flow>` record).
-        self.deployments = dict(deployments or {})
+        self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.root = root
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
@@ -133,7 +139,7 @@ class LocalRunner:
         return self.folder("x").path.parent
 
     # -- the executor's protocol ----------------------------------------------------------------------------
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+    def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> LocalDeployment:
         """Start the flow's job with `spec`, stopping a running one first (it resumes from its checkpoint).
 
         Returns the deployment record once the job reports its query running; raises `JobRunnerError` with the
@@ -184,19 +190,18 @@ class LocalRunner:
                 start_new_session=True, cwd=folder.path, env=env,
             )  # fmt: skip
         self._children[proc.pid] = proc
-        record = {
-            "runner": self.kind,
-            "flow": flow,
-            "host": HOST,
-            "pid": proc.pid,
-            "digest": spec_digest,
-            "folder": str(folder.path),
-            "checkpoint": checkpoint,
-            "eos_flow": job_spec.eos_name,
-            "generation": job_spec.generation,
-            "started_at": time.time(),
-        }
-        write_json(folder.runner, record)
+        record = LocalDeployment(
+            flow=flow,
+            host=HOST,
+            pid=proc.pid,
+            digest=spec_digest,
+            folder=str(folder.path),
+            checkpoint=checkpoint,
+            eos_flow=job_spec.eos_name,
+            generation=job_spec.generation,
+            started_at=time.time(),
+        )
+        write_json(folder.runner, record.model_dump(mode="json"))
         self.deployments[flow] = record
         self._wait_started(flow, proc)
         return record
@@ -215,12 +220,14 @@ class LocalRunner:
                 os.killpg(job.pid, signal.SIGKILL)
             self._wait_exit(job.pid, 15)
         folder = self.folder(flow)
-        write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
+        written = self._written(flow)
+        if written is not None:
+            write_json(folder.runner, mark_stopped(written, time.time()).model_dump(mode="json"))
 
     def forget(self, flow: str) -> None:
         """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        if previous:
+        if previous is not None:
             forget_job(self.folder(flow), previous)
         self.deployments.pop(flow, None)
 
@@ -239,12 +246,12 @@ class LocalRunner:
 
     def info(self, flow: str) -> JobInfo | None:
         previous = self._previous(flow)
-        host = previous.get("host")
-        if isinstance(host, str) and host != HOST and not self.folder(flow).runner.is_file():
+        host = previous.host if isinstance(previous, LocalDeployment) else None
+        if host and host != HOST and not self.folder(flow).runner.is_file():
             return JobInfo(
                 flow,
                 None,
-                _str(previous.get("digest")),
+                _str(previous.digest if previous is not None else None),
                 self.kind,
                 f"deploy: local on host {host}; its process can only be seen there",
                 host=host,
@@ -254,15 +261,16 @@ class LocalRunner:
 
     def job(self, flow: str) -> LocalJob | None:
         folder = self.folder(flow)
-        record = read_json(folder.runner) or dict(self._previous(flow))
-        if not record or record.get("runner") == "standalone":
+        record = self._written(flow) or self._previous(flow)
+        if record is None or isinstance(record, StandaloneDeployment):
             return None
         status = read_report(folder.status)
-        pid = record.get("pid")
-        pid = pid if isinstance(pid, int) else None
-        running = pid is not None and record.get("host", HOST) == HOST and self._is_our_job(pid, folder.spec)
-        digest = status.get("digest") or record.get("digest")
-        checkpoint = _str(record.get("checkpoint"))
+        local = record if isinstance(record, LocalDeployment) else None
+        pid = local.pid if local is not None else None
+        host = local.host if local is not None and local.host is not None else HOST
+        running = pid is not None and host == HOST and self._is_our_job(pid, folder.spec)
+        digest = status.get("digest") or record.digest
+        checkpoint = _str(record.checkpoint)
         return LocalJob(
             flow,
             folder.path,
@@ -276,10 +284,14 @@ class LocalRunner:
         )
 
     # -- plumbing -------------------------------------------------------------------------------------------
-    def _previous(self, flow: str) -> dict[str, Any]:
+    def _previous(self, flow: str) -> Deployment | None:
         """The flow's last deployment: as the state topic recorded it, else as this host's folder has it."""
-        recorded = self.deployments.get(flow)
-        return dict(recorded) if recorded else read_json(self.folder(flow).runner)
+        return self.deployments.get(flow) or self._written(flow)
+
+    def _written(self, flow: str) -> Deployment | None:
+        """The deployment this host's folder of the flow records (`runner.json`), if any."""
+        found = read_json(self.folder(flow).runner)
+        return deployment_of(found) if found else None
 
     def _is_our_job(self, pid: int, spec_file: Path) -> bool:
         child = self._children.get(pid)
@@ -340,5 +352,5 @@ def _detail(job: LocalJob) -> str:
     return f"exited{reason}: see {job.log}"
 
 
-def _str(value: Any) -> str | None:
+def _str(value: str | None) -> str | None:
     return value if isinstance(value, str) and value else None

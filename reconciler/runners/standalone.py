@@ -62,7 +62,8 @@ from reconciler.artifacts import job_jars
 from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
+from reconciler.resources.deployments import Deployment, StandaloneDeployment, deployment_of, mark_stopped
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     JobRunnerError,
@@ -146,7 +147,7 @@ class StandaloneRunner:
         spark: SparkSpec,
         *,
         state_topic: str = DEFAULT_STATE_TOPIC,
-        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+        deployments: Mapping[str, Deployment] | None = None,
         stop_timeout: float = 150.0,
         start_timeout: float = 240.0,
         python: str = sys.executable,
@@ -157,7 +158,7 @@ class StandaloneRunner:
         self.base_dir = base_dir.resolve()
         self.spark = spark
         self.state_topic = state_topic
-        self.deployments = dict(deployments or {})
+        self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
         self.python = python
@@ -187,15 +188,16 @@ class StandaloneRunner:
             )
         return self._hadoop
 
-    def remote_folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> str | None:
+    def remote_folder(self, flow: str, previous: Deployment | None = None) -> str | None:
         """The flow's folder as a URI when its side files are on HDFS (not a shared path), else None."""
-        recorded = (previous if previous is not None else self._previous(flow)).get("folder")
-        if isinstance(recorded, str) and recorded:
+        found = previous if previous is not None else self._previous(flow)
+        recorded = found.folder if found is not None else None
+        if recorded:
             return recorded if "://" in recorded else None
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
         return None if root.path is not None else yarn_folder(root, self.state_topic, flow)
 
-    def folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> JobFolder:
+    def folder(self, flow: str, previous: Deployment | None = None) -> JobFolder:
         """The flow's folder: where its deployment put it, else beside the keyed checkpoint; for a folder on HDFS,
         this host's copy of its status (as the YARN runner keeps)."""
         previous = previous if previous is not None else self._previous(flow)
@@ -213,7 +215,7 @@ class StandaloneRunner:
         return folder
 
     # -- the executor's protocol ----------------------------------------------------------------------------
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+    def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> StandaloneDeployment:
         """Submit the flow's job with `spec`, stopping a running one first (it resumes from its checkpoint).
 
         Returns the deployment once the job reports its query running; raises `JobRunnerError` (with the master's
@@ -227,7 +229,7 @@ class StandaloneRunner:
         checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
         if root.path is None:
             return self._deploy_remote(flow, job_spec, spark, root, checkpoint, previous)
-        folder = self.folder(flow, previous) if previous else root.job_folder(self.state_topic, flow)
+        folder = self.folder(flow, previous) if previous is not None else root.job_folder(self.state_topic, flow)
         if folder is None:
             raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
         folder.path.mkdir(parents=True, exist_ok=True)
@@ -246,21 +248,21 @@ class StandaloneRunner:
             banner = f"\n===== kmirror: submitting flow {flow} with {spec_digest} to {rest.url} at {now()} =====\n"
             out.write(banner.encode())
         sid = rest.create(request)
-        record = {
-            "runner": self.kind,
-            "flow": flow,
-            "submission_id": sid,
-            "digest": spec_digest,
-            "rest_url": rest.url,
-            "master": spark.master,
-            "folder": str(folder.path),
-            "checkpoint": checkpoint,
-            "eos_flow": job_spec.eos_name,
-            "generation": job_spec.generation,
-            "started_at": time.time(),
-            **({"job_environment": str(shipped.archive)} if shipped else {}),
-        }
-        write_json(folder.runner, record)
+        record = StandaloneDeployment(
+            flow=flow,
+            submission_id=sid,
+            digest=spec_digest,
+            rest_url=rest.url,
+            master=spark.master,
+            folder=str(folder.path),
+            checkpoint=checkpoint,
+            eos_flow=job_spec.eos_name,
+            generation=job_spec.generation,
+            started_at=time.time(),
+        )
+        if shipped:
+            record = record.model_copy(update={"job_environment": str(shipped.archive)})
+        write_json(folder.runner, record.model_dump(mode="json"))
         self.deployments[flow] = record
         self._wait_started(flow, folder, rest, sid)
         return record
@@ -268,8 +270,8 @@ class StandaloneRunner:
     def stop(self, flow: str) -> None:
         """Stop the flow's driver gracefully (finish the batch in flight); kill it after `stop_timeout`."""
         previous = self._previous(flow)
-        sid = previous.get("submission_id")
-        if not isinstance(sid, str):
+        sid = previous.submission_id if isinstance(previous, StandaloneDeployment) else None
+        if previous is None or sid is None:
             return
         folder = self.folder(flow, previous)
         remote = self.remote_folder(flow, previous)
@@ -291,22 +293,24 @@ class StandaloneRunner:
             if not self._wait_inactive(rest, sid, 30):
                 raise JobRunnerError(f"the driver {sid} of flow {flow} did not stop after a kill request to {rest.url}")
         if remote is not None:
-            self.deployments[flow] = {**previous, "stopped_at": time.time()}
+            self.deployments[flow] = mark_stopped(previous, time.time())
             return
-        write_json(folder.runner, {**read_json(folder.runner), "stopped_at": time.time()})
+        written = read_json(folder.runner)
+        if written:
+            write_json(folder.runner, mark_stopped(deployment_of(written), time.time()).model_dump(mode="json"))
 
     def forget(self, flow: str) -> None:
         """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        remote = self.remote_folder(flow, previous) if previous else None
-        if remote is not None:
-            checkpoint = previous.get("checkpoint")
-            if isinstance(checkpoint, str) and checkpoint.startswith("hdfs:"):
+        remote = self.remote_folder(flow, previous) if previous is not None else None
+        if previous is not None and remote is not None:
+            checkpoint = previous.checkpoint
+            if checkpoint is not None and checkpoint.startswith("hdfs:"):
                 self.hadoop.delete(checkpoint, recursive=True)
             self.hadoop.delete(f"{remote}/runner.json")
             with contextlib.suppress(FileNotFoundError):
                 self.folder(flow, previous).runner.unlink()
-        elif previous:
+        elif previous is not None:
             forget_job(self.folder(flow, previous), previous)
         self.deployments.pop(flow, None)
 
@@ -330,8 +334,8 @@ class StandaloneRunner:
         whose state says so.
         """
         previous = self._previous(flow)
-        sid = previous.get("submission_id")
-        if not isinstance(sid, str):
+        sid = previous.submission_id if isinstance(previous, StandaloneDeployment) else None
+        if previous is None or sid is None:
             return None
         folder = self.folder(flow, previous)
         remote = self.remote_folder(flow, previous)
@@ -342,12 +346,10 @@ class StandaloneRunner:
                 if strict:
                     raise
                 unknown = "unknown (NameNode unreachable)"
-                return StandaloneJob(
-                    flow, folder.path, sid, previous.get("digest"), False, unknown, None, str(exc), None
-                )
+                return StandaloneJob(flow, folder.path, sid, previous.digest, False, unknown, None, str(exc), None)
         status = read_report(folder.status)
-        digest = status.get("digest") or previous.get("digest")
-        checkpoint = previous.get("checkpoint") if isinstance(previous.get("checkpoint"), str) else None
+        digest = status.get("digest") or previous.digest
+        checkpoint = previous.checkpoint
         try:
             driver = self._rest_of(previous).status(sid)
         except JobRunnerError as exc:
@@ -467,11 +469,11 @@ class StandaloneRunner:
         spark: SparkSpec,
         root: CheckpointRoot,
         checkpoint: str,
-        previous: Mapping[str, Any],
-    ) -> dict[str, Any]:
+        previous: Deployment | None,
+    ) -> StandaloneDeployment:
         """`deploy` with the job's folder on HDFS: its side files written and read through WebHDFS."""
         remote = self.remote_folder(flow, previous) or yarn_folder(root, self.state_topic, flow)
-        local = self.folder(flow, {"folder": remote})
+        local = self.folder(flow, StandaloneDeployment(folder=remote))
         local.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(local.spec)
         self.hadoop.mkdirs(remote)
@@ -482,47 +484,49 @@ class StandaloneRunner:
         self.hadoop.write(f"{remote}/spec.json", local.spec.read_bytes())
         rest = self._client(spark.rest_url) if spark.rest_url else self.rest
         shipped = self.ship(root, spark)
-        resume = bool(previous)  # the job checks its checkpoint itself; without offsets, the syncs
+        resume = previous is not None  # the job checks its checkpoint itself; without offsets, the syncs
         request = self.request(
             flow, spark, local, job_spec.digest, checkpoint, resume_from_syncs=resume, shipped=shipped, remote=remote
         )
         sid = rest.create(request)
-        record = {
-            "runner": self.kind,
-            "flow": flow,
-            "submission_id": sid,
-            "digest": job_spec.digest,
-            "rest_url": rest.url,
-            "master": spark.master,
-            "folder": remote,
-            "checkpoint": checkpoint,
-            "eos_flow": job_spec.eos_name,
-            "generation": job_spec.generation,
-            "started_at": time.time(),
-            **({"job_environment": str(shipped.archive)} if shipped else {}),
-        }
-        self.hadoop.write(f"{remote}/runner.json", json.dumps(record, indent=2, sort_keys=True).encode())
-        write_json(local.runner, record)
+        record = StandaloneDeployment(
+            flow=flow,
+            submission_id=sid,
+            digest=job_spec.digest,
+            rest_url=rest.url,
+            master=spark.master,
+            folder=remote,
+            checkpoint=checkpoint,
+            eos_flow=job_spec.eos_name,
+            generation=job_spec.generation,
+            started_at=time.time(),
+        )
+        if shipped:
+            record = record.model_copy(update={"job_environment": str(shipped.archive)})
+        written = record.model_dump(mode="json")
+        self.hadoop.write(f"{remote}/runner.json", json.dumps(written, indent=2, sort_keys=True).encode())
+        write_json(local.runner, written)
         self.deployments[flow] = record
         self._wait_started(flow, local, rest, sid, remote)
         return record
 
-    def _previous(self, flow: str) -> dict[str, Any]:
+    def _previous(self, flow: str) -> Deployment | None:
         """The flow's last deployment: as the state topic recorded it, else as its shared folder has it (a driver
         submitted by an apply that was killed before it could record it)."""
         recorded = self.deployments.get(flow)
-        if recorded:
-            return dict(recorded)
+        if recorded is not None:
+            return recorded
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
         folder = root.job_folder(self.state_topic, flow)
         if folder is not None:
-            return read_json(folder.runner)
+            written = read_json(folder.runner)
+            return deployment_of(written) if written else None
         try:
             data = self.hadoop.read(f"{yarn_folder(root, self.state_topic, flow)}/runner.json")
             found = json.loads(data) if data else {}
         except (JobRunnerError, ValueError):
-            return {}
-        return found if isinstance(found, dict) and found.get("runner") == self.kind else {}
+            return None
+        return deployment_of(found) if isinstance(found, dict) and found.get("runner") == self.kind else None
 
     def _flows(self) -> list[str]:
         flows = set(self.deployments)
@@ -531,10 +535,10 @@ class StandaloneRunner:
             flows |= {p.name for p in folder.path.parent.iterdir() if (p / "runner.json").is_file()}
         return sorted(flows)
 
-    def _rest_of(self, record: Mapping[str, Any]) -> RestClient:
+    def _rest_of(self, record: Deployment) -> RestClient:
         """The REST server the driver was submitted to (the spec's rest_url may have moved since)."""
-        url = record.get("rest_url")
-        if isinstance(url, str) and url.rstrip("/") != self.rest.url:
+        url = record.rest_url if isinstance(record, StandaloneDeployment) else None
+        if url and url.rstrip("/") != self.rest.url:
             return self._client(url)
         return self.rest
 

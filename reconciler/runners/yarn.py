@@ -49,14 +49,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from reconciler.artifacts import job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import JobReport, read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
-from reconciler.jobcontract.spec import JobSpec
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
+from reconciler.resources.deployments import Deployment, YarnDeployment, deployment_of, mark_stopped
 from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.runners.common import (
     JobRunnerError,
@@ -122,7 +123,7 @@ class YarnRunner:
         spark: SparkSpec,
         *,
         state_topic: str = DEFAULT_STATE_TOPIC,
-        deployments: Mapping[str, Mapping[str, Any]] | None = None,
+        deployments: Mapping[str, Deployment] | None = None,
         stop_timeout: float = 150.0,
         start_timeout: float = 300.0,
         python: str = sys.executable,
@@ -131,7 +132,7 @@ class YarnRunner:
         self.base_dir = base_dir.resolve()
         self.spark = spark
         self.state_topic = state_topic
-        self.deployments = dict(deployments or {})
+        self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
         self.python = python
@@ -152,15 +153,15 @@ class YarnRunner:
     def local_folder(self, flow: str) -> JobFolder:
         return local_job_folder(self.state_topic, flow, self.root)
 
-    def folder(self, flow: str, previous: Mapping[str, Any] | None = None) -> str:
+    def folder(self, flow: str, previous: Deployment | None = None) -> str:
         """The flow's folder (a URI): where its deployment put it, else beside the keyed checkpoint."""
-        recorded = (previous if previous is not None else self._previous(flow)).get("folder")
-        if isinstance(recorded, str) and recorded:
-            return recorded
+        found = previous if previous is not None else self._previous(flow)
+        if found is not None and found.folder:
+            return found.folder
         return yarn_folder(CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir), self.state_topic, flow)
 
     # -- the executor's protocol ----------------------------------------------------------------------------
-    def deploy(self, flow: str, spec: Mapping[str, Any], spec_digest: str) -> dict[str, Any]:
+    def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> YarnDeployment:
         """Submit the flow's application with `spec`, stopping a running one first (it resumes from its checkpoint).
 
         Returns the deployment once the job reports its query running; raises `JobRunnerError` (with YARN's
@@ -172,7 +173,7 @@ class YarnRunner:
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
         checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
-        remote = self.folder(flow, previous) if previous else yarn_folder(root, self.state_topic, flow)
+        remote = self.folder(flow, previous) if previous is not None else yarn_folder(root, self.state_topic, flow)
         local = self.local_folder(flow)
         local.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(local.spec)
@@ -201,7 +202,7 @@ class YarnRunner:
             "--digest", spec_digest,
             "--checkpoint", checkpoint,
         ]  # fmt: skip
-        if previous:
+        if previous is not None:
             cmd.append("--resume-from-syncs")  # the job checks its checkpoint itself; without offsets, the syncs
         env = {
             **spark_env(home, self.python),
@@ -233,22 +234,23 @@ class YarnRunner:
                 f"{submit_log}:\n{tail(submit_log)}"
             )
         app_id = found[-1]
-        record = {
-            "runner": self.kind,
-            "flow": flow,
-            "application_id": app_id,
-            "resource_manager": self.hadoop.resource_manager,
-            "hadoop_conf_dir": str(self.conf_dir),
-            "digest": spec_digest,
-            "folder": remote,
-            "checkpoint": checkpoint,
-            "eos_flow": job_spec.eos_name,
-            "generation": job_spec.generation,
-            "started_at": started,
-            **({"job_environment": env_uri} if env_uri else {}),
-        }
-        self.hadoop.write(f"{remote}/runner.json", json.dumps(record, indent=2, sort_keys=True).encode())
-        write_json(local.runner, record)
+        record = YarnDeployment(
+            flow=flow,
+            application_id=app_id,
+            resource_manager=self.hadoop.resource_manager,
+            hadoop_conf_dir=str(self.conf_dir),
+            digest=spec_digest,
+            folder=remote,
+            checkpoint=checkpoint,
+            eos_flow=job_spec.eos_name,
+            generation=job_spec.generation,
+            started_at=started,
+        )
+        if env_uri:
+            record = record.model_copy(update={"job_environment": env_uri})
+        written = record.model_dump(mode="json")
+        self.hadoop.write(f"{remote}/runner.json", json.dumps(written, indent=2, sort_keys=True).encode())
+        write_json(local.runner, written)
         self.deployments[flow] = record
         self._wait_started(flow, app_id, remote)
         return record
@@ -256,8 +258,8 @@ class YarnRunner:
     def stop(self, flow: str) -> None:
         """Stop the flow's application gracefully (finish the batch in flight); kill it after `stop_timeout`."""
         previous = self._previous(flow)
-        app_id = previous.get("application_id")
-        if not isinstance(app_id, str):
+        app_id = previous.application_id if isinstance(previous, YarnDeployment) else None
+        if previous is None or app_id is None:
             return
         app = self.hadoop.application(app_id)
         if app is None or app.get("state") not in ACTIVE_STATES:
@@ -274,14 +276,14 @@ class YarnRunner:
                     f"the application {app_id} of flow {flow} did not stop after a kill request to "
                     f"{self.hadoop.resource_manager}"
                 )
-        self.deployments[flow] = {**previous, "stopped_at": time.time()}
+        self.deployments[flow] = mark_stopped(previous, time.time())
 
     def forget(self, flow: str) -> None:
         """Delete the stopped job's checkpoint and its runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        if previous:
-            checkpoint = previous.get("checkpoint")
-            if isinstance(checkpoint, str) and checkpoint.startswith("hdfs:"):
+        if previous is not None:
+            checkpoint = previous.checkpoint
+            if checkpoint is not None and checkpoint.startswith("hdfs:"):
                 self.hadoop.delete(checkpoint, recursive=True)
             self.hadoop.delete(f"{self.folder(flow, previous)}/runner.json")
         with contextlib.suppress(FileNotFoundError):
@@ -304,12 +306,12 @@ class YarnRunner:
         """The flow's `YarnJob`, None if never deployed. An unreachable RM or NameNode raises `JobRunnerError` when
         `strict`, else gives a job that is not running whose state says so."""
         previous = self._previous(flow)
-        app_id = previous.get("application_id")
-        if not isinstance(app_id, str):
+        app_id = previous.application_id if isinstance(previous, YarnDeployment) else None
+        if previous is None or app_id is None:
             return None
         remote = self.folder(flow, previous)
         local = self.local_folder(flow)
-        checkpoint = previous.get("checkpoint") if isinstance(previous.get("checkpoint"), str) else None
+        checkpoint = previous.checkpoint
         try:
             app = self.hadoop.application(app_id)
             report = read_report_remote(self.hadoop, remote)
@@ -318,7 +320,7 @@ class YarnRunner:
                 raise
             unknown = "unknown (ResourceManager or NameNode unreachable)"
             return YarnJob(
-                flow, local.path, remote, app_id, previous.get("digest"), False, unknown, str(exc), None, 0, checkpoint
+                flow, local.path, remote, app_id, previous.digest, False, unknown, str(exc), None, 0, checkpoint
             )
         if report:
             write_json(local.status, report)
@@ -334,7 +336,7 @@ class YarnRunner:
         diagnostics = str((app or {}).get("diagnostics") or "").strip() or None
         error = report.get("error") or (None if running else diagnostics)
         attempts = len(self.hadoop.attempts(app_id)) if app is not None else 0
-        digest = report.get("digest") or previous.get("digest")
+        digest = report.get("digest") or previous.digest
         return YarnJob(flow, local.path, remote, app_id, digest, running, state, error, app, attempts, checkpoint)
 
     # -- plumbing -------------------------------------------------------------------------------------------
@@ -370,22 +372,22 @@ class YarnRunner:
         props["spark.pyspark.python"] = props["spark.pyspark.driver.python"] = f"./{_ENV_DIR}/bin/python"
         return uri
 
-    def _previous(self, flow: str) -> dict[str, Any]:
+    def _previous(self, flow: str) -> Deployment | None:
         """The flow's last deployment: as the state topic recorded it, else as its folder on HDFS has it (an
         application submitted by an apply that was killed before it could record it)."""
         recorded = self.deployments.get(flow)
-        if recorded:
-            return dict(recorded)
+        if recorded is not None:
+            return recorded
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
         try:
             data = self.hadoop.read(f"{yarn_folder(root, self.state_topic, flow)}/runner.json")
         except JobRunnerError:
-            return {}
+            return None
         try:
             found = json.loads(data) if data else {}
         except ValueError:
-            return {}
-        return found if isinstance(found, dict) and found.get("runner") == self.kind else {}
+            return None
+        return deployment_of(found) if isinstance(found, dict) and found.get("runner") == self.kind else None
 
     def _wait_inactive(self, app_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

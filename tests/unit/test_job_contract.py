@@ -12,6 +12,7 @@ from reconciler.jobcontract.layout import CheckpointRoot, checkpoint_root_proble
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec, next_generation
 from reconciler.replication.metrics import ReplicationMetrics
 from reconciler.replication.query import resume_offsets
+from reconciler.resources.deployments import LocalDeployment, deployment_of
 from reconciler.runners.common import checkpoint_for, checkpoint_missing
 from reconciler.spec.loader import load_text
 
@@ -57,7 +58,9 @@ def test_only_a_root_every_worker_and_checkout_shares_serves_the_standalone_runn
 
 def test_a_recorded_checkpoint_is_used_on_and_an_old_unkeyed_one_is_found(tmp_path: Path) -> None:
     root = CheckpointRoot.parse(str(tmp_path), tmp_path)
-    assert checkpoint_for("f", root, "st", {"checkpoint": "/elsewhere/f"}) == "/elsewhere/f"  # e.g. after a rename
+    assert (
+        checkpoint_for("f", root, "st", LocalDeployment(checkpoint="/elsewhere/f")) == "/elsewhere/f"
+    )  # e.g. after a rename
     assert checkpoint_for("f", root, "st", None) == str(tmp_path / "st" / "f" / "checkpoint")
     (tmp_path / "f" / "offsets").mkdir(parents=True)  # written by a kmirror that did not key checkpoints yet
     assert checkpoint_for("f", root, "st", None) == str(tmp_path / "f")
@@ -66,10 +69,10 @@ def test_a_recorded_checkpoint_is_used_on_and_an_old_unkeyed_one_is_found(tmp_pa
 def test_a_checkpoint_is_missing_only_for_a_flow_that_ran_before(tmp_path: Path) -> None:
     cp = tmp_path / "cp"
     assert checkpoint_missing(str(cp), None) is False  # a first deployment starts from start_from
-    assert checkpoint_missing(str(cp), {"pid": 1}) is True
+    assert checkpoint_missing(str(cp), LocalDeployment(pid=1)) is True
     (cp / "offsets").mkdir(parents=True)
-    assert checkpoint_missing(str(cp), {"pid": 1}) is False
-    assert checkpoint_missing("s3a://b/cp", {"pid": 1}) is None  # the job checks it itself
+    assert checkpoint_missing(str(cp), LocalDeployment(pid=1)) is False
+    assert checkpoint_missing("s3a://b/cp", LocalDeployment(pid=1)) is None  # the job checks it itself
 
 
 def test_a_lost_checkpoint_resumes_after_the_newest_offset_sync_of_each_partition() -> None:
@@ -139,9 +142,10 @@ def test_forgetting_a_removed_flows_job_deletes_its_checkpoint_and_record(tmp_pa
 
 def test_each_deployment_gets_the_next_generation_and_the_spec_file_carries_it(tmp_path: Path) -> None:
     assert next_generation(None) == 1
-    assert next_generation({"runner": "local"}) == 1  # recorded before generations existed
-    assert next_generation({"generation": 4}) == 5
-    assert next_generation({"generation": "4"}) == 1 and next_generation({"generation": True}) == 1
+    assert next_generation(deployment_of({"runner": "local"})) == 1  # recorded before generations existed
+    assert next_generation(deployment_of({"generation": 4})) == 5
+    assert next_generation(deployment_of({"generation": "4"})) == 1
+    assert next_generation(deployment_of({"generation": True})) == 1
     ds = load_text(
         """
 version: 1

@@ -18,6 +18,7 @@ import pytest
 
 from reconciler.jobcontract.layout import JobFolder
 from reconciler.replication import standalone_entry
+from reconciler.resources.deployments import StandaloneDeployment
 from reconciler.runners import JobRunnerError, runner_for
 from reconciler.runners.rest import PYTHON_RUNNER, DriverStatus, create_request, parse_created, parse_status
 from reconciler.runners.standalone import ENTRY, STOP_FILE, ShippedJob, StandaloneRunner
@@ -301,8 +302,8 @@ def test_a_job_with_its_folder_on_hdfs_reads_its_spec_and_writes_its_status_ther
     runner = runner_for(desired).primary
     assert isinstance(runner, StandaloneRunner)
     remote = "hdfs://nn:8020/k/_kmirror.state/f"
-    assert runner.remote_folder("f", {}) == remote
-    folder = runner.folder("f", {"folder": remote})  # this host's copy of its status
+    assert runner.remote_folder("f", StandaloneDeployment()) == remote
+    folder = runner.folder("f", StandaloneDeployment(folder=remote))  # this host's copy of its status
     assert "hdfs" not in str(folder.path)
     base = "hdfs://nn:8020/k/_kmirror/envs/k"
     shipped = ShippedJob(f"{base}/kmirror-env.tar.gz", f"{base}/standalone_entry.py", (f"{base}/jars/a.jar",), "/p")

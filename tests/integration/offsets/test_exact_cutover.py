@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.app.cutover import readiness
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.conftest import KafkaCluster
@@ -153,7 +154,7 @@ def test_exact_cutover_rereads_nothing_and_skips_nothing(env: Env) -> None:
     assert created.returncode == 0, created.stdout + created.stderr
     remote = {t: env.remote(t) for t in topics.values()}
     runner: LocalRunner = env.runner  # type: ignore[attr-defined]
-    runner.deploy(env.flow, env.state.flow_effective_spec(env.flow), env.state.flow_digest(env.flow))
+    runner.deploy(env.flow, EffectiveSpec.of(env.state, env.flow), env.state.flow_digest(env.flow))
     produce_plain(env.source, plain, PLAIN, PLAIN_MORE)  # producers keep writing while the job copies
     produce_compacted(env.source, compacted, [(f"f{s}", s) for s in range(2 * OLD, 2 * OLD + 20)])
     produce_transactions(env.source, tx, ROUNDS, ROUNDS_MORE, seq)

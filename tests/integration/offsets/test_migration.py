@@ -31,6 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.app.cutover import readiness
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
@@ -258,7 +259,7 @@ def test_migration_with_identity_naming_none_skipped_and_duplicates_bounded(env:
     assert created.returncode == 0, created.stdout + created.stderr
 
     runner: LocalRunner = env.runner  # type: ignore[attr-defined]
-    runner.deploy(env.flow, env.state.flow_effective_spec(env.flow), env.state.flow_digest(env.flow))
+    runner.deploy(env.flow, EffectiveSpec.of(env.state, env.flow), env.state.flow_digest(env.flow))
     produce(env.source, env.topic, FIRST, MORE)  # producers keep writing while the job copies
     # producers stopped: wait for lag 0 and every group translated
     ready = wait_for("cutover readiness", lambda: (r := readiness(env.state, env.flow)).ready and r)

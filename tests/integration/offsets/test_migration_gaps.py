@@ -36,6 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.app.cutover import readiness
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.state.lock import StateLock
@@ -262,7 +263,7 @@ def test_migration_with_prefix_naming_and_gaps_none_skipped_and_duplicates_bound
 
     runner: LocalRunner = env.runner  # type: ignore[attr-defined]
     t1 = time.monotonic()
-    runner.deploy(env.flow, env.state.flow_effective_spec(env.flow), env.state.flow_digest(env.flow))
+    runner.deploy(env.flow, EffectiveSpec.of(env.state, env.flow), env.state.flow_digest(env.flow))
     # producers keep writing while the job copies: unique compacted keys, more transactions
     produce_compacted(env.source, compacted, [(f"f{s}", s) for s in range(2 * OLD, 2 * OLD + 20)])
     produce_transactions(env.source, tx, ROUNDS, ROUNDS_MORE, seq)

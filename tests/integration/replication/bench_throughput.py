@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 
 from reconciler.devenv.jars import KAFKA_TARGET_VERSION, kafka_libs
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
@@ -89,7 +90,7 @@ flows:
     remote = state.flow("bench").remote_topic(topic)
     target_cluster = KafkaCluster("target", args.target, None)
     t0 = time.monotonic()
-    runner.deploy("bench", state.flow_effective_spec("bench"), state.flow_digest("bench"))
+    runner.deploy("bench", EffectiveSpec.of(state, "bench"), state.flow_digest("bench"))
     print(f"job running after {time.monotonic() - t0:.1f}s")
     first = None
     try:

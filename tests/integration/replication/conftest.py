@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
@@ -73,7 +74,7 @@ class Flow:
         )
 
     def deploy(self) -> None:
-        self.runner.deploy(self.name, self.state.flow_effective_spec(self.name), self.state.flow_digest(self.name))
+        self.runner.deploy(self.name, EffectiveSpec.of(self.state, self.name), self.state.flow_digest(self.name))
 
 
 def desired_state(

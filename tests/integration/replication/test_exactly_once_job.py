@@ -25,7 +25,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from reconciler.jobcontract.job_report import read_report
+from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.replication.exactly_once import transactional_id
+from reconciler.resources.deployments import LocalDeployment
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
@@ -281,19 +283,24 @@ def test_a_newer_deployment_supersedes_the_running_job_which_stops_for_good(
     stops for good instead of fencing back. Every record once, in order."""
     topic = flow.topic("newer")
     record = flow.runner.deployments[flow.name]
-    older = int(record["generation"])
+    assert record.generation is not None
+    older = record.generation
     job = flow.runner.job(flow.name)
     assert job is not None and job.running
     base = tmp_path_factory.mktemp("newer-deployment")
     state = flow.state.with_source_path(base / "kmirror.yaml")
     newer = LocalRunner(
-        base, state.spark, root=base, stop_timeout=INTERVAL_S + 60, deployments={flow.name: {"generation": older}}
+        base,
+        state.spark,
+        root=base,
+        stop_timeout=INTERVAL_S + 60,
+        deployments={flow.name: LocalDeployment(generation=older)},
     )
     try:
         with SequenceProducer(flow.source, topic, 2, per_round=100) as seq:
             time.sleep(3)
-            newer.deploy(flow.name, state.flow_effective_spec(flow.name), state.flow_digest(flow.name))
-            assert newer.deployments[flow.name]["generation"] == older + 1
+            newer.deploy(flow.name, EffectiveSpec.of(state, flow.name), state.flow_digest(flow.name))
+            assert newer.deployments[flow.name].generation == older + 1
             report = wait_for(
                 "the older job to stop for good",
                 lambda: (r := read_report(flow.runner.folder(flow.name).status)).get("superseded_by") and r,
