@@ -42,6 +42,7 @@ from reconciler.app import operations
 from reconciler.devenv import spark_standalone, yarn_local
 from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.plan.definition import JobChange, Plan
+from reconciler.resources.deployments import StandaloneDeployment
 from reconciler.runners import FlowRunners, JobRunnerError
 from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.rest import RestClient
@@ -490,13 +491,14 @@ flows:
         job = runner.job(FLOW)
         assert isinstance(job, StandaloneJob) and job.running and job.state == "running", job
         record = runner.deployments[FLOW]
+        assert isinstance(record, StandaloneDeployment) and record.checkpoint is not None, record
         folder = f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}/{FLOW}"
-        assert record["folder"] == folder and str(record["checkpoint"]).startswith(f"{hadoop.hdfs}/"), record
-        assert str(record["job_environment"]).startswith(f"{hadoop.hdfs}/kmirror/_kmirror/envs/"), record
+        assert record.folder == folder and record.checkpoint.startswith(f"{hadoop.hdfs}/"), record
+        assert str(record.job_environment).startswith(f"{hadoop.hdfs}/kmirror/_kmirror/envs/"), record
         client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
         status = json.loads(client.read(f"{folder}/status.json") or b"{}")
         assert status.get("state") == "running" and status.get("digest") == desired.flow_digest(FLOW), status
-        assert client.exists(f"{record['checkpoint']}/offsets"), "the Spark checkpoint is on HDFS"
+        assert client.exists(f"{record.checkpoint}/offsets"), "the Spark checkpoint is on HDFS"
         python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
         assert python == sys._base_executable, python  # type: ignore[attr-defined]
         assert job_change(operations.make_plan(desired)) is None
