@@ -18,6 +18,7 @@ Must not: be imported by kmirror (a benchmark, not production code).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -29,6 +30,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from benchmarks.replication.common import total_end_offsets
 
 FLOW = "backfill"
 
@@ -52,16 +57,13 @@ def _fill(bootstrap: str, topic: str, partitions: int, records: int, size: int) 
 
 
 def _count(bootstrap: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    """The records on `topic` (its high watermarks, one round trip through one admin client per cluster)."""
+    return total_end_offsets(_admin(bootstrap), [topic])
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-throttle-count"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return 0
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions)
-    finally:
-        consumer.close()
+
+@functools.cache
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
 
 
 def _log_bytes(home: Path, topic: str) -> int:

@@ -155,25 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_with_remote_folder(folder: str, job_args: list[str]) -> int:
     """The job with its side files in `folder` (a URI), mirrored by yarn_entry's watcher."""
-    from reconciler.replication.job import main as job_main
-    from reconciler.replication.yarn_entry import SideFiles, mirror
-    from reconciler.replication.yarn_entry import watch as watch_folder
+    from reconciler.replication.yarn_entry import SideFiles, run_job_with_side_files
 
     at = job_args.index("--spec") + 1
     job_args[at] = str(fetch(job_args[at], Path("spec.json").resolve()))
-    status = Path("status.json").resolve()
-    files = SideFiles(folder)
-    stopping = threading.Event()
-    watcher = threading.Thread(
-        target=watch_folder, args=(files, status, stopping), name="kmirror-side-files", daemon=True
-    )
-    watcher.start()
-    try:
-        return job_main([*job_args, "--status", str(status)])
-    finally:
-        stopping.set()
-        watcher.join(timeout=10)
-        mirror(files, status, None)  # the final record (stopped, failed)
+    return run_job_with_side_files(SideFiles(folder), job_args)
 
 
 if __name__ == "__main__":

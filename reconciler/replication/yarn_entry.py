@@ -118,8 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, job_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     die_with_parent()
+    return run_job_with_side_files(SideFiles(args.kmirror_folder), job_args)
+
+
+def run_job_with_side_files(files: SideFiles, job_args: list[str]) -> int:
+    """The job, writing its status to `status.json` here, mirrored to `files` while it runs (`watch`) and once more
+    when it ends (the final record: stopped, failed). The YARN and the standalone drivers' entries share it."""
     status = Path("status.json").resolve()
-    files = SideFiles(args.kmirror_folder)
     stopping = threading.Event()
     watcher = threading.Thread(target=watch, args=(files, status, stopping), name="kmirror-side-files", daemon=True)
     watcher.start()
@@ -130,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stopping.set()
         watcher.join(timeout=10)
-        mirror(files, status, None)  # the final record (stopped, failed)
+        mirror(files, status, None)
 
 
 if __name__ == "__main__":

@@ -216,3 +216,9 @@ def tail(path: Path, lines: int = 25) -> str:
 
 def now() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+def manages_own_environment(spark: SparkSpec) -> bool:
+    """Whether `spark.conf` gives the job's Python environment itself (`spark.archives` or `spark.pyspark.python`):
+    then a cluster runner ships none of its own."""
+    return spark.conf.get("spark.archives") is not None or bool(spark.conf.get("spark.pyspark.python"))

@@ -128,6 +128,14 @@ class HadoopClient:
         except (OSError, ValueError, KeyError) as exc:
             raise JobRunnerError(f"WebHDFS could not write {uri}: {exc}") from None
 
+    def upload_once(self, source: Path, uri: str) -> str:
+        """`source` at `uri` unless a file is there already (a name that holds a version: written once, then
+        shared), written beside it and renamed so that no reader sees it half-written. Returns `uri`."""
+        if not self.exists(uri):
+            self.write(f"{uri}.tmp", source.read_bytes())
+            self.rename(f"{uri}.tmp", uri)
+        return uri
+
     def rename(self, uri: str, to: str) -> None:
         """Rename within the filesystem (atomic on HDFS): readers see no half-written file."""
         destination = urllib.parse.urlsplit(to).path

@@ -74,6 +74,7 @@ from reconciler.runners.common import (
     forget_job,
     job_info,
     log4j2_properties,
+    manages_own_environment,
     now,
     read_json,
     spark_properties,
@@ -248,20 +249,7 @@ class StandaloneRunner:
             banner = f"\n===== kmirror: submitting flow {flow} with {spec_digest} to {rest.url} at {now()} =====\n"
             out.write(banner.encode())
         sid = rest.create(request)
-        record = StandaloneDeployment(
-            flow=flow,
-            submission_id=sid,
-            digest=spec_digest,
-            rest_url=rest.url,
-            master=spark.master,
-            folder=str(folder.path),
-            checkpoint=checkpoint,
-            eos_flow=job_spec.eos_name,
-            generation=job_spec.generation,
-            started_at=time.time(),
-        )
-        if shipped:
-            record = record.model_copy(update={"job_environment": str(shipped.archive)})
+        record = _submitted(flow, sid, rest, job_spec, str(folder.path), checkpoint, shipped)
         write_json(folder.runner, record.model_dump(mode="json"))
         self.deployments[flow] = record
         self._wait_started(flow, folder, rest, sid)
@@ -425,16 +413,16 @@ class StandaloneRunner:
     def ship(self, root: CheckpointRoot, spark: SparkSpec) -> ShippedJob | None:
         """Copy the job's environment, entry file and jars to `<root>/_kmirror/envs/<key>/` (once per key: kmirror's
         version, source and installed packages); None when `spark.conf` manages the environment itself."""
-        if spark.conf.get("spark.archives") is not None or spark.conf.get("spark.pyspark.python"):
+        if manages_own_environment(spark):
             return None
         archive, _built = job_env_archive()
         python = str(Path(sys._base_executable))  # type: ignore[attr-defined]
         if root.path is None:
             base = f"{root.uri}/_kmirror/envs/{archive.parent.name}"
             return ShippedJob(
-                archive=self._upload_once(archive, f"{base}/{archive.name}"),
-                entry=self._upload_once(ENTRY, f"{base}/{ENTRY.name}"),
-                jars=tuple(self._upload_once(jar, f"{base}/jars/{jar.name}") for jar in job_jars()),
+                archive=self.hadoop.upload_once(archive, f"{base}/{archive.name}"),
+                entry=self.hadoop.upload_once(ENTRY, f"{base}/{ENTRY.name}"),
+                jars=tuple(self.hadoop.upload_once(jar, f"{base}/jars/{jar.name}") for jar in job_jars()),
                 python=python,
             )
         shared = root.path / "_kmirror" / "envs" / archive.parent.name
@@ -445,12 +433,6 @@ class StandaloneRunner:
             jars=jars,
             python=python,
         )
-
-    def _upload_once(self, source: Path, uri: str) -> str:
-        if not self.hadoop.exists(uri):
-            self.hadoop.write(f"{uri}.tmp", source.read_bytes())
-            self.hadoop.rename(f"{uri}.tmp", uri)
-        return uri
 
     def _copy_status(self, remote: str, folder: JobFolder) -> None:
         """This host's copy of the job's status.json on HDFS (removed when there is none)."""
@@ -489,20 +471,7 @@ class StandaloneRunner:
             flow, spark, local, job_spec.digest, checkpoint, resume_from_syncs=resume, shipped=shipped, remote=remote
         )
         sid = rest.create(request)
-        record = StandaloneDeployment(
-            flow=flow,
-            submission_id=sid,
-            digest=job_spec.digest,
-            rest_url=rest.url,
-            master=spark.master,
-            folder=remote,
-            checkpoint=checkpoint,
-            eos_flow=job_spec.eos_name,
-            generation=job_spec.generation,
-            started_at=time.time(),
-        )
-        if shipped:
-            record = record.model_copy(update={"job_environment": str(shipped.archive)})
+        record = _submitted(flow, sid, rest, job_spec, remote, checkpoint, shipped)
         written = record.model_dump(mode="json")
         self.hadoop.write(f"{remote}/runner.json", json.dumps(written, indent=2, sort_keys=True).encode())
         write_json(local.runner, written)
@@ -579,6 +548,27 @@ class StandaloneRunner:
             f"driver {sid} is left as it is (see the master's web UI and {folder.log}). A driver that "
             "stays SUBMITTED is waiting for a worker with enough free cores and memory."
         )
+
+
+def _submitted(
+    flow: str, sid: str, rest: RestClient, job_spec: JobSpec, folder: str, checkpoint: str, shipped: ShippedJob | None
+) -> StandaloneDeployment:
+    """The deployment record of a driver the master accepted as `sid`, its side files in `folder`."""
+    record = StandaloneDeployment(
+        flow=flow,
+        submission_id=sid,
+        digest=job_spec.digest,
+        rest_url=rest.url,
+        master=job_spec.spark.master,
+        folder=folder,
+        checkpoint=checkpoint,
+        eos_flow=job_spec.eos_name,
+        generation=job_spec.generation,
+        started_at=time.time(),
+    )
+    if shipped:  # set only when shipped: a record's JSON holds the fields it was built with
+        record = record.model_copy(update={"job_environment": str(shipped.archive)})
+    return record
 
 
 def _copy_once(source: Path, target: Path) -> Path:

@@ -65,6 +65,7 @@ from reconciler.runners.common import (
     collect_status,
     job_info,
     log4j2_properties,
+    manages_own_environment,
     now,
     spark_properties,
     tail,
@@ -361,13 +362,10 @@ class YarnRunner:
         once per kmirror version and install), uploaded once beside the checkpoints, as `spark.archives`; its
         interpreter runs the driver and the executors. Left alone when `spark.conf` manages the environment itself
         (`spark.archives` or `spark.pyspark.python`). The archive's HDFS URI, or None."""
-        if self.spark.conf.get("spark.archives") is not None or self.spark.conf.get("spark.pyspark.python"):
+        if manages_own_environment(self.spark):
             return None
         archive, _built = job_env_archive()
-        uri = f"{root.uri}/_kmirror/envs/{archive.parent.name}/{archive.name}"
-        if not self.hadoop.exists(uri):
-            self.hadoop.write(f"{uri}.tmp", archive.read_bytes())
-            self.hadoop.rename(f"{uri}.tmp", uri)
+        uri = self.hadoop.upload_once(archive, f"{root.uri}/_kmirror/envs/{archive.parent.name}/{archive.name}")
         props["spark.archives"] = f"{uri}#{_ENV_DIR}"
         props["spark.pyspark.python"] = props["spark.pyspark.driver.python"] = f"./{_ENV_DIR}/bin/python"
         return uri
