@@ -9,7 +9,6 @@ Reads only; nothing here changes a cluster or a job.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -23,6 +22,7 @@ from reconciler.core.mm2.wire import Heartbeat
 from reconciler.core.offsets.readiness import FailoverReadiness
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.job_report import read_report
+from reconciler.jobcontract.layout import local_state_keys, state_key
 from reconciler.resources.deployments import Deployment, LocalDeployment, YarnDeployment
 from reconciler.spec.models import DesiredState, FlowSpec
 
@@ -94,11 +94,16 @@ class FlowStatus:
 
 
 def flow_status(
-    desired: DesiredState, flow: FlowSpec, timeout: float = 15.0, deployments: Mapping[str, Deployment] | None = None
+    desired: DesiredState,
+    flow: FlowSpec,
+    timeout: float = 15.0,
+    deployments: Mapping[str, Deployment] | None = None,
+    state_key: str | None = None,
 ) -> FlowStatus:
-    """`deployments`: what the state topic recorded of each flow's job (see `operations.recorded_deployments`)."""
+    """`deployments`: what the state topic recorded of each flow's job (see `operations.recorded_deployments`);
+    `state_key`: what the state's job folders are keyed by (`jobcontract.layout.state_key`)."""
     st = FlowStatus(flow.name, flow.source, flow.target, desired.spark.deploy, job_state="", running=False)
-    _job_info(st, desired, deployments or {})
+    _job_info(st, desired, deployments or {}, state_key)
     try:
         ready = readiness(desired, flow.name, timeout=timeout)
         per_topic: dict[str, dict[str, int]] = {}
@@ -136,11 +141,17 @@ def status_of(desired: DesiredState, flows: list[str] | None = None, timeout: fl
     if unknown:
         raise KmirrorError(f"no enabled flow named {', '.join(sorted(unknown))} in the desired state")
     deployments: dict[str, Deployment] = {}
+    key: str | None = None
     if desired.spark.deploy != "none":
-        # The state cluster down: the job is still found in its folder; the lag reports the outage.
-        with contextlib.suppress(KmirrorError):
-            deployments = recorded_deployments(state_store(desired, timeout).read().recorded())
-    return [flow_status(desired, f, timeout, deployments) for f in chosen]
+        try:
+            recorded = state_store(desired, timeout).read().recorded()
+            deployments, key = recorded_deployments(recorded), state_key(desired.state.topic, recorded.cluster_id)
+        except KmirrorError:
+            # The state cluster down: the job is still found in its folder on this host when only one state of
+            # this topic has folders here; the lag reports the outage.
+            keys = local_state_keys(desired.state.topic)
+            key = keys[0] if len(keys) == 1 else None
+    return [flow_status(desired, f, timeout, deployments, key) for f in chosen]
 
 
 def newest_heartbeat_age_ms(desired: DesiredState, flow: FlowSpec, timeout: float) -> int | None:
@@ -179,14 +190,16 @@ def newest_heartbeat_age_ms(desired: DesiredState, flow: FlowSpec, timeout: floa
         consumer.close()
 
 
-def _job_info(st: FlowStatus, desired: DesiredState, deployments: Mapping[str, Deployment]) -> None:
+def _job_info(
+    st: FlowStatus, desired: DesiredState, deployments: Mapping[str, Deployment], state_key: str | None
+) -> None:
     """Fill in how the flow's job runs: its runner's answer and the job's own status record."""
     if desired.spark.deploy == "none":
         st.job_state = "not managed (spark.deploy: none)"
         return
     from reconciler.runners import runner_for
 
-    runner = runner_for(desired, deployments)
+    runner = runner_for(desired, deployments, state_key)
     job = runner.job(st.flow)
     recorded = deployments.get(st.flow)
     if job is None:

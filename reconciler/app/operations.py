@@ -54,9 +54,12 @@ def job_runner(desired: DesiredState, recorded: RecordedState | None = None) -> 
     """The runner of `spark.deploy`, knowing what the state topic recorded of each flow's job; None for none."""
     if desired.spark.deploy == "none":
         return None
+    from reconciler.jobcontract.layout import state_key
     from reconciler.runners import runner_for
 
-    return runner_for(desired, recorded_deployments(recorded) if recorded is not None else None)
+    if recorded is None:
+        return runner_for(desired)
+    return runner_for(desired, recorded_deployments(recorded), state_key(desired.state.topic, recorded.cluster_id))
 
 
 def recorded_deployments(recorded: RecordedState) -> dict[str, Deployment]:

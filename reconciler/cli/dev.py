@@ -177,14 +177,17 @@ def down(root: Path | None) -> None:
     """
     root = (root or dev_clusters.dev_root()).resolve()
     from reconciler.devenv.demo import demo_dir
+    from reconciler.jobcontract.layout import local_state_keys
     from reconciler.runners import LocalRunner
     from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 
-    runner = LocalRunner(demo_dir(root), state_topic=DEFAULT_STATE_TOPIC)  # the demo's file names no state topic
-    for flow, info in runner.status().jobs.items():
-        if info.running:
-            runner.stop(flow)
-            click.echo(f"stopped the replication job of flow {flow}")
+    # the demo's file names no state topic; its jobs are keyed by the (maybe already stopped) target's cluster id
+    for key in local_state_keys(DEFAULT_STATE_TOPIC):
+        runner = LocalRunner(demo_dir(root), state_topic=DEFAULT_STATE_TOPIC, state_key=key)
+        for flow, info in runner.status().jobs.items():
+            if info.running:
+                runner.stop(flow)
+                click.echo(f"stopped the replication job of flow {flow}")
     from reconciler.devenv import schema_registry as registries
 
     for d in dev_clusters.DEV_CLUSTERS:

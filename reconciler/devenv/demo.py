@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.devenv import dev_clusters
-from reconciler.jobcontract.layout import local_job_folder
+from reconciler.jobcontract.layout import local_job_folder, local_state_keys
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 
 FLOW = "source-to-target"
@@ -84,7 +84,8 @@ def run(root: Path, say: Callable[[str], None] = print) -> Path:
         if "cutover: ready" in out.stdout and "records copied" in out.stdout:
             break
         if time.monotonic() > deadline:
-            log = local_job_folder(DEFAULT_STATE_TOPIC, FLOW).log
+            logs = [local_job_folder(k, FLOW).log for k in local_state_keys(DEFAULT_STATE_TOPIC)]
+            log = max((p for p in logs if p.exists()), key=lambda p: p.stat().st_mtime, default="the job's driver.log")
             raise SystemExit(f"the flow was not ready (lag 0, groups translated) within 7 minutes; see {log}")
         time.sleep(5)
     say(

@@ -1,20 +1,23 @@
-"""Where a flow's job keeps its files and its checkpoint: keyed by the state topic and the flow, never by checkout.
+"""Where a flow's job keeps its files and its checkpoint: keyed by the state and the flow, never by checkout.
 
-Everything kmirror keeps per desired-state file is keyed by the file's state topic (`state.topic`) and the flow's
-name, so two files with different state topics never touch each other's jobs, and any checkout of the same file
-finds the same job:
+Everything kmirror keeps per desired-state file is keyed by the file's state (`state_key`: its state topic and the
+Kafka cluster id of the cluster that holds it, `<state topic>@<cluster id>`) and the flow's name, so two
+environments never touch each other's jobs (not even two with the same state topic name on different clusters,
+run from one host or sharing one checkpoint filesystem), and any checkout of the same file finds the same job. The
+cluster id, not the written `bootstrap_servers`, so editing the broker list changes nothing:
 
-- the checkpoint (Spark's read positions): `<checkpoint_root>/<state topic>/<flow>/checkpoint`, where
+- the checkpoint (Spark's read positions): `<checkpoint_root>/<state key>/<flow>/checkpoint`, where
   `spark.checkpoint_root` is a path or a URI (`file:`, `hdfs:`, `s3a:`, ...). A relative path is taken from the
   desired-state file's folder, which only the local runner accepts (its driver runs on this machine);
 - the job's folder (`JobFolder`: spec, status, runner record, stop request, driver log): for the local runner on
-  this host, under `$KMIRROR_HOME` (default `~/.local/state/kmirror`) `/jobs/<state topic>/<flow>`; for the
-  standalone runner beside the checkpoint, `<checkpoint_root>/<state topic>/<flow>`, on the filesystem the
+  this host, under `$KMIRROR_HOME` (default `~/.local/state/kmirror`) `/jobs/<state key>/<flow>`; for the
+  standalone runner beside the checkpoint, `<checkpoint_root>/<state key>/<flow>`, on the filesystem the
   workers and every machine that runs kmirror share; for the YARN runner beside the checkpoint on HDFS
-  (`<checkpoint_root>/<state topic>/<flow>`, a URI: `yarn_folder`).
+  (`<checkpoint_root>/<state key>/<flow>`, a URI: `yarn_folder`).
 
 What apply deployed (runner, the runner's id of the job, digest, checkpoint, folder) is recorded in the state
-topic as well; these paths are what a new deployment uses.
+topic as well, and a recorded folder and checkpoint are used on: these paths are where a new deployment goes. Jobs
+deployed before the key had the cluster id (`<state topic>/<flow>`) keep their recorded folders and checkpoints.
 
 Must not: create, read or delete anything (the runners do); hold a resolved secret.
 """
@@ -67,9 +70,23 @@ class JobFolder:
         return self.path / "driver.log"
 
 
-def local_job_folder(state_topic: str, flow: str, root: Path | None = None) -> JobFolder:
-    """The local runner's folder of `flow`'s job on this host."""
-    return JobFolder((root or runtime_root()) / "jobs" / state_topic / flow)
+def state_key(state_topic: str, cluster_id: str | None) -> str:
+    """What the layout keys a state's jobs by: `<state topic>@<cluster id>`, or the topic alone when the cluster's
+    id is unknown (a runner built without reading the state: the demo, benchmarks, tests)."""
+    return f"{state_topic}@{cluster_id}" if cluster_id else state_topic
+
+
+def local_job_folder(state_key: str, flow: str, root: Path | None = None) -> JobFolder:
+    """The local runner's folder of `flow`'s job on this host (`state_key`: see `state_key`)."""
+    return JobFolder((root or runtime_root()) / "jobs" / state_key / flow)
+
+
+def local_state_keys(state_topic: str, root: Path | None = None) -> list[str]:
+    """The state keys of `state_topic` that have job folders on this host (any cluster id, and the topic alone)."""
+    jobs = (root or runtime_root()) / "jobs"
+    if not jobs.is_dir():
+        return []
+    return sorted(p.name for p in jobs.iterdir() if p.is_dir() and p.name.partition("@")[0] == state_topic)
 
 
 @dataclass(frozen=True)
@@ -92,21 +109,21 @@ class CheckpointRoot:
             return cls(f"file://{rest}" if rest.startswith("/") else text, Path(rest) if rest.startswith("/") else None)
         return cls(text.rstrip("/"), None)
 
-    def checkpoint(self, state_topic: str, flow: str) -> str:
+    def checkpoint(self, state_key: str, flow: str) -> str:
         """The flow's Spark checkpoint location (a path for a local root, else the URI)."""
         if self.path is not None:
-            return str(self.path / state_topic / flow / "checkpoint")
-        return f"{self.uri}/{state_topic}/{flow}/checkpoint"
+            return str(self.path / state_key / flow / "checkpoint")
+        return f"{self.uri}/{state_key}/{flow}/checkpoint"
 
-    def job_folder(self, state_topic: str, flow: str) -> JobFolder | None:
+    def job_folder(self, state_key: str, flow: str) -> JobFolder | None:
         """The flow's job folder beside its checkpoint (shared storage), or None for a non-file root."""
-        return None if self.path is None else JobFolder(self.path / state_topic / flow)
+        return None if self.path is None else JobFolder(self.path / state_key / flow)
 
 
-def yarn_folder(root: CheckpointRoot, state_topic: str, flow: str) -> str:
+def yarn_folder(root: CheckpointRoot, state_key: str, flow: str) -> str:
     """The YARN runner's folder of `flow`'s job: a URI beside its checkpoint (spec.json, status.json, runner.json,
     stop.request)."""
-    return f"{root.uri}/{state_topic}/{flow}"
+    return f"{root.uri}/{state_key}/{flow}"
 
 
 def checkpoint_root_problem(text: str, deploy: str) -> str | None:

@@ -29,6 +29,9 @@ class RecordedState:
     lineage: str | None = None
     serial: int = 0
     resources: Mapping[str, RecordedResource] = field(default_factory=dict)
+    #: The Kafka cluster id of the state's cluster, when read from it: job folders and checkpoints are keyed by it
+    #: (`jobcontract.layout.state_key`).
+    cluster_id: str | None = None
 
     def owns(self, address: str) -> bool:
         return address in self.resources

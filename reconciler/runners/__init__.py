@@ -53,10 +53,13 @@ class FlowRunners:
         spark: SparkSpec,
         state_topic: str,
         deployments: Mapping[str, Deployment] | None = None,
+        state_key: str | None = None,
     ) -> None:
         self.base_dir = base_dir
         self.spark = spark
         self.state_topic = state_topic
+        #: What this state's folders and checkpoints are keyed by (`jobcontract.layout.state_key`).
+        self.state_key = state_key or state_topic
         self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.primary = self._make(spark.deploy, spark, self._of_kind(spark.deploy))
         self.kind = self.primary.kind
@@ -87,7 +90,7 @@ class FlowRunners:
         carried = deployment_of(
             {
                 "runner": record.runner if record is not None else self.kind,
-                "checkpoint": checkpoint_for(old, root, self.state_topic, record),
+                "checkpoint": checkpoint_for(old, root, self.state_key, record),
                 "eos_flow": eos_flow_for(old, record),  # its exactly-once group: the renamed job resumes from it
                 # and counts on from its generation
                 **({"generation": record.generation} if record is not None and record.generation is not None else {}),
@@ -146,16 +149,26 @@ class FlowRunners:
 
     def _make(self, kind: str, spark: SparkSpec, deployments: Mapping[str, Deployment]) -> Runner:
         if kind == "local":
-            return LocalRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
+            return LocalRunner(
+                self.base_dir, spark, state_topic=self.state_topic, state_key=self.state_key, deployments=deployments
+            )
         if kind == "standalone":
-            return StandaloneRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
+            return StandaloneRunner(
+                self.base_dir, spark, state_topic=self.state_topic, state_key=self.state_key, deployments=deployments
+            )
         if kind == "yarn":
-            return YarnRunner(self.base_dir, spark, state_topic=self.state_topic, deployments=deployments)
+            return YarnRunner(
+                self.base_dir, spark, state_topic=self.state_topic, state_key=self.state_key, deployments=deployments
+            )
         raise JobRunnerError(f"spark.deploy '{kind}' runs no job, so it has no job runner")
 
 
-def runner_for(desired: DesiredState, deployments: Mapping[str, Deployment] | None = None) -> FlowRunners:
-    """The runners of `desired`, rooted at the desired-state file's folder (or the working folder)."""
+def runner_for(
+    desired: DesiredState, deployments: Mapping[str, Deployment] | None = None, state_key: str | None = None
+) -> FlowRunners:
+    """The runners of `desired`, rooted at the desired-state file's folder (or the working folder); `state_key`:
+    what its jobs' folders and checkpoints are keyed by (`jobcontract.layout.state_key`; the state topic alone when
+    left out)."""
     if desired.spark.deploy == "none":
         raise JobRunnerError("spark.deploy 'none' runs no job, so it has no job runner")
-    return FlowRunners(desired.base_dir or Path.cwd(), desired.spark, desired.state.topic, deployments)
+    return FlowRunners(desired.base_dir or Path.cwd(), desired.spark, desired.state.topic, deployments, state_key)

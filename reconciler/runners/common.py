@@ -82,7 +82,7 @@ def spark_properties(spark: SparkSpec) -> dict[str, str]:
 def checkpoint_for(
     flow: str,
     root: CheckpointRoot,
-    state_topic: str,
+    state_key: str,
     previous: Deployment | None,
 ) -> str:
     """Where the flow's job checkpoints: where its previous deployment did (recorded), else the keyed layout.
@@ -95,7 +95,7 @@ def checkpoint_for(
         return recorded
     if root.path is not None and (root.path / flow / "offsets").is_dir():
         return str(root.path / flow)
-    return root.checkpoint(state_topic, flow)
+    return root.checkpoint(state_key, flow)
 
 
 def checkpoint_missing(checkpoint: str, previous: Deployment | None) -> bool | None:

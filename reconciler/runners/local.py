@@ -2,8 +2,9 @@
 `spark-submit --master local[N]` on this machine, from the driver home (`reconciler.artifacts.driver_home`:
 pyspark's jars without MLlib; the driver imports the installed pyspark).
 
-The job's folder is this host's (`jobcontract.layout.local_job_folder`: `$KMIRROR_HOME/jobs/<state topic>/<flow>/`),
-never the checkout's, so any checkout of the same desired-state file on this host sees the same job:
+The job's folder is this host's (`jobcontract.layout.local_job_folder`: `$KMIRROR_HOME/jobs/<state key>/<flow>/`, the
+state key being `<state topic>@<state cluster id>`), never the checkout's, so any checkout of the same desired-state
+file on this host sees the same job, and no other environment's:
 
     spec.json           the flow's effective spec (secrets as references) that the job reads
     spark.properties    Spark settings (driver memory, UI off, ...; no resolved secret)
@@ -114,6 +115,7 @@ class LocalRunner:
         spark: SparkSpec | None = None,
         *,
         state_topic: str = DEFAULT_STATE_TOPIC,
+        state_key: str | None = None,
         deployments: Mapping[str, Deployment] | None = None,
         root: Path | None = None,
         stop_timeout: float = 150.0,
@@ -123,6 +125,8 @@ class LocalRunner:
         self.base_dir = base_dir.resolve()
         self.spark = spark or SparkSpec()
         self.state_topic = state_topic
+        #: What this state's folders and checkpoints are keyed by (`jobcontract.layout.state_key`).
+        self.state_key = state_key or state_topic
         #: What the state topic says apply deployed, per flow (the `deployment` of each `job/<flow>` record).
         self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.root = root
@@ -132,11 +136,17 @@ class LocalRunner:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def folder(self, flow: str) -> JobFolder:
-        return local_job_folder(self.state_topic, flow, self.root)
+        """The flow's job folder on this host: where its recorded deployment put it (jobs deployed before folders
+        were keyed by the state's cluster keep theirs), else this state's keyed one."""
+        recorded = self.deployments.get(flow)
+        if isinstance(recorded, LocalDeployment) and recorded.folder:
+            return JobFolder(Path(recorded.folder))
+        return local_job_folder(self.state_key, flow, self.root)
 
     @property
     def jobs_dir(self) -> Path:
-        return self.folder("x").path.parent
+        """This state's folder of job folders on this host (`$KMIRROR_HOME/jobs/<state key>`)."""
+        return local_job_folder(self.state_key, "x", self.root).path.parent
 
     # -- the executor's protocol ----------------------------------------------------------------------------
     def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> LocalDeployment:
@@ -162,7 +172,7 @@ class LocalRunner:
         )
         write_properties(folder.path / "spark.properties", props)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
-        checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
+        checkpoint = checkpoint_for(flow, root, self.state_key, previous)
         if "://" not in checkpoint:
             Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):

@@ -19,7 +19,7 @@ deployment, written at submission: a driver submitted by an apply killed before 
 and `stop.request`. An `hdfs://` checkpoint root shares no path: the folder is a URI beside the checkpoint, which
 the runner reads and writes through WebHDFS (`hadoop.py`, the Hadoop configuration of `spark.hadoop_conf_dir` or
 `$HADOOP_CONF_DIR`) and the driver through Hadoop's FileSystem API (`standalone_entry.py --kmirror-folder`, as on
-YARN); this host keeps a copy of the last status read in `$KMIRROR_HOME/jobs/<state topic>/<flow>`, which is what
+YARN); this host keeps a copy of the last status read in `$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`, which is what
 `job(flow).folder` names, and the driver's output stays in its folder on the worker.
 
 The job carries its own Python and jars, as on YARN: apply copies, once per kmirror version and install, the packed
@@ -148,6 +148,7 @@ class StandaloneRunner:
         spark: SparkSpec,
         *,
         state_topic: str = DEFAULT_STATE_TOPIC,
+        state_key: str | None = None,
         deployments: Mapping[str, Deployment] | None = None,
         stop_timeout: float = 150.0,
         start_timeout: float = 240.0,
@@ -159,6 +160,8 @@ class StandaloneRunner:
         self.base_dir = base_dir.resolve()
         self.spark = spark
         self.state_topic = state_topic
+        #: What this state's folders and checkpoints are keyed by (`jobcontract.layout.state_key`).
+        self.state_key = state_key or state_topic
         self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
@@ -196,18 +199,18 @@ class StandaloneRunner:
         if recorded:
             return recorded if "://" in recorded else None
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
-        return None if root.path is not None else yarn_folder(root, self.state_topic, flow)
+        return None if root.path is not None else yarn_folder(root, self.state_key, flow)
 
     def folder(self, flow: str, previous: Deployment | None = None) -> JobFolder:
         """The flow's folder: where its deployment put it, else beside the keyed checkpoint; for a folder on HDFS,
         this host's copy of its status (as the YARN runner keeps)."""
         previous = previous if previous is not None else self._previous(flow)
         if self.remote_folder(flow, previous) is not None:
-            return local_job_folder(self.state_topic, flow)
+            return local_job_folder(self.state_key, flow)
         recorded = folder_of(previous)
         if recorded is not None:
             return recorded
-        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_topic, flow)
+        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_key, flow)
         if folder is None:
             raise JobRunnerError(
                 f"spark.checkpoint_root {self.spark.checkpoint_root!r} is not a shared filesystem path; deploy "
@@ -227,10 +230,10 @@ class StandaloneRunner:
         spark = job_spec.spark
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
-        checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
+        checkpoint = checkpoint_for(flow, root, self.state_key, previous)
         if root.path is None:
             return self._deploy_remote(flow, job_spec, spark, root, checkpoint, previous)
-        folder = self.folder(flow, previous) if previous is not None else root.job_folder(self.state_topic, flow)
+        folder = self.folder(flow, previous) if previous is not None else root.job_folder(self.state_key, flow)
         if folder is None:
             raise JobRunnerError(f"spark.checkpoint_root {spark.checkpoint_root!r} is not a shared filesystem path")
         folder.path.mkdir(parents=True, exist_ok=True)
@@ -454,7 +457,7 @@ class StandaloneRunner:
         previous: Deployment | None,
     ) -> StandaloneDeployment:
         """`deploy` with the job's folder on HDFS: its side files written and read through WebHDFS."""
-        remote = self.remote_folder(flow, previous) or yarn_folder(root, self.state_topic, flow)
+        remote = self.remote_folder(flow, previous) or yarn_folder(root, self.state_key, flow)
         local = self.folder(flow, StandaloneDeployment(folder=remote))
         local.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(local.spec)
@@ -486,12 +489,12 @@ class StandaloneRunner:
         if recorded is not None:
             return recorded
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
-        folder = root.job_folder(self.state_topic, flow)
+        folder = root.job_folder(self.state_key, flow)
         if folder is not None:
             written = read_json(folder.runner)
             return deployment_of(written) if written else None
         try:
-            data = self.hadoop.read(f"{yarn_folder(root, self.state_topic, flow)}/runner.json")
+            data = self.hadoop.read(f"{yarn_folder(root, self.state_key, flow)}/runner.json")
             found = json.loads(data) if data else {}
         except (JobRunnerError, ValueError):
             return None
@@ -499,7 +502,7 @@ class StandaloneRunner:
 
     def _flows(self) -> list[str]:
         flows = set(self.deployments)
-        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_topic, "x")
+        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_key, "x")
         if folder is not None and folder.path.parent.is_dir():
             flows |= {p.name for p in folder.path.parent.iterdir() if (p / "runner.json").is_file()}
         return sorted(flows)

@@ -8,13 +8,13 @@ client configuration of `spark.hadoop_conf_dir` (else `$HADOOP_CONF_DIR`) and
 (`application_<cluster>_<n>`) is the deployment's identity, recorded in the state topic. Any checkout of the same
 file on any machine that reaches the ResourceManager sees the same job.
 
-Files: the job's folder sits beside its checkpoint on HDFS, `<checkpoint_root>/<state topic>/<flow>/` (a URI:
+Files: the job's folder sits beside its checkpoint on HDFS, `<checkpoint_root>/<state topic>@<cluster id>/<flow>/` (a URI:
 `jobcontract.layout.yarn_folder`): spec.json (written by the runner; YARN localizes it into the driver's container,
 `--files`, so every attempt reads the same spec), status.json (the job's report, mirrored there by
 `replication/yarn_entry.py` through Hadoop's FileSystem API), runner.json (the deployment, written at submission)
 and `stop.request`. The runner reads and writes them through WebHDFS (`hadoop.py`). A local copy of the last
 status read, with the spark-submit output (`submit.log`), sits in this host's job folder
-(`$KMIRROR_HOME/jobs/<state topic>/<flow>`), which is what `job(flow).folder` names for `kmirror status`.
+(`$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`), which is what `job(flow).folder` names for `kmirror status`.
 
 Status: the ResourceManager's REST API (`/ws/v1/cluster/apps/<id>`: state, final status, diagnostics; its
 attempts), plus the job's status.json. Stop is graceful: the runner writes `stop.request`, the driver's watcher
@@ -124,6 +124,7 @@ class YarnRunner:
         spark: SparkSpec,
         *,
         state_topic: str = DEFAULT_STATE_TOPIC,
+        state_key: str | None = None,
         deployments: Mapping[str, Deployment] | None = None,
         stop_timeout: float = 150.0,
         start_timeout: float = 300.0,
@@ -133,6 +134,8 @@ class YarnRunner:
         self.base_dir = base_dir.resolve()
         self.spark = spark
         self.state_topic = state_topic
+        #: What this state's folders and checkpoints are keyed by (`jobcontract.layout.state_key`).
+        self.state_key = state_key or state_topic
         self.deployments: dict[str, Deployment] = dict(deployments or {})
         self.stop_timeout = stop_timeout
         self.start_timeout = start_timeout
@@ -152,14 +155,14 @@ class YarnRunner:
         return (path if path.is_absolute() else self.base_dir / path).resolve()
 
     def local_folder(self, flow: str) -> JobFolder:
-        return local_job_folder(self.state_topic, flow, self.root)
+        return local_job_folder(self.state_key, flow, self.root)
 
     def folder(self, flow: str, previous: Deployment | None = None) -> str:
         """The flow's folder (a URI): where its deployment put it, else beside the keyed checkpoint."""
         found = previous if previous is not None else self._previous(flow)
         if found is not None and found.folder:
             return found.folder
-        return yarn_folder(CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir), self.state_topic, flow)
+        return yarn_folder(CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir), self.state_key, flow)
 
     # -- the executor's protocol ----------------------------------------------------------------------------
     def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> YarnDeployment:
@@ -173,8 +176,8 @@ class YarnRunner:
         spark = job_spec.spark
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
-        checkpoint = checkpoint_for(flow, root, self.state_topic, previous)
-        remote = self.folder(flow, previous) if previous is not None else yarn_folder(root, self.state_topic, flow)
+        checkpoint = checkpoint_for(flow, root, self.state_key, previous)
+        remote = self.folder(flow, previous) if previous is not None else yarn_folder(root, self.state_key, flow)
         local = self.local_folder(flow)
         local.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(local.spec)
@@ -378,7 +381,7 @@ class YarnRunner:
             return recorded
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
         try:
-            data = self.hadoop.read(f"{yarn_folder(root, self.state_topic, flow)}/runner.json")
+            data = self.hadoop.read(f"{yarn_folder(root, self.state_key, flow)}/runner.json")
         except JobRunnerError:
             return None
         try:

@@ -186,11 +186,14 @@ class StateSnapshot:
     end_offset: int = 0
     #: The broker's append time (seconds) of the newest record read; None when the topic does not keep append times.
     log_time: float | None = None
+    #: The Kafka cluster id of the cluster holding the state topic (what job folders are keyed by), when read.
+    cluster_id: str | None = None
 
     def recorded(self) -> RecordedState:
         return RecordedState(
             lineage=self.lineage,
             serial=self.serial,
+            cluster_id=self.cluster_id,
             resources={
                 a: RecordedResource(address=a, kind=r.kind, attributes=r.attributes, pending=r.pending)
                 for a, r in self.resources.items()

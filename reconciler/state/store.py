@@ -9,6 +9,7 @@ write. Each change is recorded in its own transaction as it completes: a crash l
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 import socket
@@ -93,8 +94,9 @@ class StateStore:
             }
         )
         try:
-            if not self._exists(consumer):
-                return StateSnapshot()
+            exists, cluster_id = self._exists(consumer)
+            if not exists:
+                return StateSnapshot(cluster_id=cluster_id)
             low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self.timeout)
             records: list[tuple[str, bytes | None, int]] = []
             append_times: dict[int, float] = {}  # broker time of the lock and lease records (LogAppendTime)
@@ -128,18 +130,20 @@ class StateStore:
                         f"{self.timeout:.0f}s (an open transaction of a stuck apply holds it back; "
                         "see `kmirror state history`)"
                     )
-            return fold(records, append_times, log_time)
+            return dataclasses.replace(fold(records, append_times, log_time), cluster_id=cluster_id)
         finally:
             consumer.close()
 
-    def _exists(self, consumer: Consumer) -> bool:
-        """Whether the state topic exists, from a metadata request for it alone (not the cluster's every topic)."""
+    def _exists(self, consumer: Consumer) -> tuple[bool, str | None]:
+        """Whether the state topic exists, from a metadata request for it alone (not the cluster's every topic), and
+        the id of the cluster that holds it."""
         try:
-            topic = consumer.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
+            metadata = consumer.list_topics(self.topic, timeout=self.timeout)
         except KafkaException as exc:
             bootstrap = str(self._config.get("bootstrap.servers", "?"))
             raise unreachable(self.cluster, bootstrap, self.timeout, exc) from exc
-        return topic is not None and not (topic.error is not None and not topic.partitions)
+        topic = metadata.topics.get(self.topic)
+        return topic is not None and not (topic.error is not None and not topic.partitions), metadata.cluster_id
 
     # -- writing ----------------------------------------------------------------------------------------------
     def ensure_topic(self) -> None:

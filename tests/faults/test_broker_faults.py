@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.devenv import kafka_local
-from reconciler.jobcontract.layout import local_job_folder
+from reconciler.jobcontract.layout import local_job_folder, local_state_keys
 from tests.faults.conftest import (
     BROKERS,
     FaultWorld,
@@ -117,7 +117,8 @@ def test_replication_resumes_without_apply_after_the_target_was_down_longer_than
         # used to give up), at least 60 s and at most 240 s (the test's budget in a 30-minute suite);
         # its metrics show the restarts (its status file names the port).
         restarts_seen = 0.0
-        report_file = local_job_folder(world.state_topic, world.flow).status
+        (key,) = local_state_keys(world.state_topic)  # `<state topic>@<state cluster id>`: one state, one key
+        report_file = local_job_folder(key, world.flow).status
         while time.monotonic() - down_at < 240 and (restarts_seen < 5 or time.monotonic() - down_at < 60):
             time.sleep(5)
             restarts_seen = max(restarts_seen, _job_restarts(report_file))

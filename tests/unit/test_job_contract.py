@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.jobcontract.layout import CheckpointRoot, checkpoint_root_problem, local_job_folder
+from reconciler.jobcontract.layout import (
+    CheckpointRoot,
+    checkpoint_root_problem,
+    local_job_folder,
+    local_state_keys,
+    state_key,
+)
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec, next_generation
 from reconciler.replication.metrics import ReplicationMetrics
 from reconciler.replication.query import resume_offsets
@@ -44,6 +50,41 @@ def test_checkpoints_and_folders_are_keyed_by_state_topic_and_flow(tmp_path: Pat
     assert CheckpointRoot.parse("s3a://b/k", tmp_path).checkpoint("st", "f") == "s3a://b/k/st/f/checkpoint"
     assert CheckpointRoot.parse("s3a://b/k", tmp_path).job_folder("st", "f") is None
     assert local_job_folder("st", "f", tmp_path).path == tmp_path / "jobs" / "st" / "f"
+
+
+def test_two_states_with_one_topic_name_on_two_clusters_get_their_own_folders(tmp_path: Path) -> None:
+    """The layout's key is the state topic and the state cluster's id: two environments on one host (or one shared
+    checkpoint root) with the same state topic name never share a job folder or a checkpoint."""
+    east, west = state_key("_kmirror.state", "AbC-1_x"), state_key("_kmirror.state", "ZyX-9_y")
+    assert east == "_kmirror.state@AbC-1_x" and east != west
+    assert state_key("_kmirror.state", None) == "_kmirror.state"  # no cluster read (demo, tests): the topic alone
+    assert local_job_folder(east, "f", tmp_path).path != local_job_folder(west, "f", tmp_path).path
+    root = CheckpointRoot.parse("hdfs://nn/k", tmp_path)
+    assert root.checkpoint(east, "f") == "hdfs://nn/k/_kmirror.state@AbC-1_x/f/checkpoint" != root.checkpoint(west, "f")
+    for key in (east, west, "_kmirror.state.b@AbC-1_x", "_kmirror.state"):
+        local_job_folder(key, "f", tmp_path).path.mkdir(parents=True)
+    assert local_state_keys("_kmirror.state", tmp_path) == sorted(["_kmirror.state", east, west])
+    assert local_state_keys("other", tmp_path) == []
+
+
+def test_the_local_runner_uses_a_recorded_folder_and_sees_no_other_states_jobs(tmp_path: Path) -> None:
+    """A job deployed before folders were keyed by the cluster keeps its recorded folder; a folder of the same
+    state topic name under another cluster's key is another environment's, so it is not this state's job."""
+    from reconciler.runners import LocalRunner
+
+    old = tmp_path / "jobs" / "_kmirror.state" / "f"
+    recorded = LocalDeployment(flow="f", host="h", pid=1, folder=str(old), checkpoint="/c/f")
+    east = LocalRunner(tmp_path, state_topic="_kmirror.state", state_key="_kmirror.state@east", root=tmp_path)
+    assert east.folder("g").path == tmp_path / "jobs" / "_kmirror.state@east" / "g"
+    keyed = LocalRunner(
+        tmp_path, state_topic="_kmirror.state", state_key="_kmirror.state@east", deployments={"f": recorded}
+    )
+    assert keyed.folder("f").path == old
+    west = local_job_folder("_kmirror.state@west", "f", tmp_path)
+    west.path.mkdir(parents=True)
+    west.runner.write_text(json.dumps(LocalDeployment(flow="f", host="h", pid=1).model_dump(mode="json")))
+    assert east.status().jobs == {}  # west's job is not east's
+    assert east._written("f") is None
 
 
 def test_only_a_root_every_worker_and_checkout_shares_serves_the_standalone_runner() -> None:

@@ -193,3 +193,49 @@ def test_a_renamed_exactly_once_flow_resumes_from_its_group_with_nothing_written
         off = text.replace("  - name: repl", "  - name: mirror-orders").replace("enabled: true", "enabled: false")
         path.write_text(off)
         kmirror("apply", "-f", path.name, "--auto-approve", cwd=tmp_path)
+
+
+def test_two_environments_with_one_state_topic_name_on_one_host_keep_their_own_jobs(
+    tmp_path: Path, source: KafkaCluster, target: KafkaCluster
+) -> None:
+    """Two environments (two checkouts, one `$KMIRROR_HOME`, one shared checkpoint root) whose state topics have the
+    same name on different clusters, with the same flow name: each gets its own job folder and checkpoint, keyed by
+    its state cluster's id. The second's apply starts its own job from the start of its topic; it neither stops
+    the first's job nor resumes from the first's checkpoint (which it did when folders were keyed by the state
+    topic's name alone: it copied nothing)."""
+    tag = uuid.uuid4().hex[:6]
+    shared = tmp_path / "shared-checkpoints"
+    envs = {"a": "dst", "b": "src"}  # where each environment keeps its state: two clusters, one topic name
+    paths: dict[str, Path] = {}
+    for env, state_cluster in envs.items():
+        checkout = tmp_path / f"checkout-{env}"
+        checkout.mkdir()
+        create_topic(source, f"jtk{tag}{env}.orders", 1)
+        path = write(checkout, "kmirror", source, target, tag)
+        text = path.read_text().replace(f"jtkmirror{tag}", f"jtk{tag}{env}")
+        text = text.replace(
+            f'state: {{cluster: dst{tag}, topic: "_kmirror.state.kmirror-{tag}"}}',
+            f'state: {{cluster: {state_cluster}{tag}, topic: "_kmirror.state.k-{tag}"}}',
+        )
+        path.write_text(text.replace("checkpoint_root: checkpoints", f"checkpoint_root: {shared}"))
+        paths[env] = path
+    try:
+        with SequenceProducer(source, f"jtk{tag}a.orders", 1, per_round=20) as seq_a:
+            for path in paths.values():
+                applied = kmirror("apply", "-f", path.name, "--auto-approve", cwd=path.parent)
+                assert applied.returncode == 0, applied.stdout + applied.stderr
+            a, b = flow_status(paths["a"]), flow_status(paths["b"])
+            assert a["running"] and b["running"], (a, b)  # b's deploy did not stop a's job
+            assert a["checkpoint"] != b["checkpoint"], (a, b)
+            with SequenceProducer(source, f"jtk{tag}b.orders", 1, per_round=20) as seq_b:
+                time.sleep(3)
+        total_a, _ = seq_a.check(target, f"src{tag}.jtk{tag}a.orders")
+        total_b, _ = seq_b.check(target, f"src{tag}.jtk{tag}b.orders")  # every record of b's topic: none skipped
+        assert total_a > 0 and total_b > 0
+        for env, path in paths.items():
+            planned = kmirror("plan", "-f", path.name, "--detailed-exitcode", cwd=path.parent)
+            assert planned.returncode == 0, f"{env}: " + planned.stdout + planned.stderr
+    finally:
+        for path in paths.values():
+            path.write_text(path.read_text().replace("enabled: true", "enabled: false"))
+            kmirror("apply", "-f", path.name, "--auto-approve", cwd=path.parent)
