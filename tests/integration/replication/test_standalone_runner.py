@@ -492,8 +492,9 @@ flows:
         assert isinstance(job, StandaloneJob) and job.running and job.state == "running", job
         record = runner.deployments[FLOW]
         assert isinstance(record, StandaloneDeployment) and record.checkpoint is not None, record
-        folder = f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}/{FLOW}"
-        assert record.folder == folder and record.checkpoint.startswith(f"{hadoop.hdfs}/"), record
+        folder = str(record.folder)  # keyed by the state: <state topic>@<the state cluster's id>
+        assert folder.startswith(f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}@") and folder.endswith(f"/{FLOW}"), record
+        assert record.checkpoint == f"{folder}/checkpoint", record
         assert str(record.job_environment).startswith(f"{hadoop.hdfs}/kmirror/_kmirror/envs/"), record
         client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
         status = json.loads(client.read(f"{folder}/status.json") or b"{}")
