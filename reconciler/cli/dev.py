@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.devenv import dev_clusters, kafka_local, yarn_local
+from reconciler.devenv import dev_clusters, kafka_local, minio_local, yarn_local
 from reconciler.devenv.kafka_local import BrokerOptions
 
 _root_option = click.option(
@@ -60,7 +60,15 @@ def dev() -> None:
     help="Also start a local HDFS and YARN (MiniDFSCluster + MiniYARNCluster, one NodeManager) for "
     '`spark.deploy: yarn`; `dev status --format json` names their addresses and HADOOP_CONF_DIR under "yarn".',
 )
-def up(root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_registry: bool, yarn: bool) -> None:
+@click.option(
+    "--s3",
+    is_flag=True,
+    help="Also start a local S3 (MinIO, built with Go once) with a `kmirror` bucket for `s3a://` checkpoint roots; "
+    '`dev status --format json` names its endpoint and the files holding its keys under "s3".',
+)
+def up(
+    root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_registry: bool, yarn: bool, s3: bool
+) -> None:
     """Start both clusters (a no-op for one that already runs).
 
     \b
@@ -68,11 +76,14 @@ def up(root: Path | None, authorizer: bool, tls: bool, brokers: int, schema_regi
       kmirror dev up && kmirror dev status --format json
       kmirror dev up --tls   # plus an mTLS listener: see "tls" in `kmirror dev status --format json`
       kmirror dev up --yarn  # plus HDFS and YARN: see "yarn" in `kmirror dev status --format json`
+      kmirror dev up --s3    # plus MinIO: see "s3" in `kmirror dev status --format json`
     """
     root = (root or dev_clusters.dev_root()).resolve()
     started = time.monotonic()
     if yarn:
         _up_yarn(root)
+    if s3:
+        _up_s3(root)
     existing = max((len(s.brokers) for s in dev_clusters.status(root)), default=0)
     if brokers > 1 or existing > 1:  # plain `up` on a cluster of N brokers restarts its stopped ones
         if tls:
@@ -102,6 +113,12 @@ def _up_yarn(root: Path) -> None:
     click.echo(f"{'':<7} HADOOP_CONF_DIR={cluster.hadoop_conf_dir}")
 
 
+def _up_s3(root: Path) -> None:
+    server = minio_local.start(root / "s3")
+    click.echo(f"s3      MinIO {server.endpoint}  bucket {server.bucket}  (checkpoint_root: s3a://{server.bucket}/...)")
+    click.echo(f"{'':<7} keys: {server.keys} (`set -a; . {server.keys / 'aws.env'}` exports them for a local job)")
+
+
 def _up_brokers(root: Path, brokers: int, options: BrokerOptions) -> None:
     for name, records in zip(("source", "target"), dev_clusters.up_brokers(root, brokers, options), strict=True):
         bootstrap = ",".join(r.bootstrap_servers for r in records)
@@ -118,7 +135,8 @@ def _up_registries(root: Path) -> None:
 
 @dev.command()
 @click.option("--schema-registry", is_flag=True, help="Also build the dev schema registry (Maven, ~210 MB once).")
-def fetch(schema_registry: bool) -> None:
+@click.option("--s3", is_flag=True, help="Also fetch S3A (hadoop-aws, ~18 MB) and build MinIO with Go (~150 MB once).")
+def fetch(schema_registry: bool, s3: bool) -> None:
     """Fetch every jar kmirror runs (both Kafka versions, the Spark Kafka connector) into the cache, and record
     the class archive local jobs' drivers start from (Java's AppCDS: Spark's classes, parsed and verified once);
     archives recorded for a pyspark install or JDK that is gone or changed are deleted.
@@ -150,6 +168,11 @@ def fetch(schema_registry: bool) -> None:
         from reconciler.devenv import schema_registry as registries
 
         click.echo(f"schema registry (Apicurio {registries.APICURIO_VERSION}): {registries.ensure_built()}")
+    if s3:
+        from reconciler.artifacts.jars import hadoop_aws_jars
+
+        click.echo(f"S3A (hadoop-aws) for s3a:// checkpoints: {hadoop_aws_jars()[0].parent}")
+        click.echo(f"MinIO {minio_local.MINIO_VERSION}: {minio_local.minio_binary()}")
 
 
 @dev.command()
@@ -196,6 +219,8 @@ def down(root: Path | None) -> None:
     stopped = dev_clusters.down(root)
     if yarn_local.stop(root / "yarn"):
         stopped.append("yarn")
+    if minio_local.stop(root / "s3"):
+        stopped.append("s3")
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
 
 
@@ -228,6 +253,9 @@ def status(root: Path | None, fmt: str) -> None:
         yarn = _yarn_record((root or dev_clusters.dev_root()).resolve())
         if yarn is not None:
             out["yarn"] = yarn.status()
+        s3 = _s3_record((root or dev_clusters.dev_root()).resolve())
+        if s3 is not None:
+            out["s3"] = s3.status()
         click.echo(json.dumps(out, indent=2))
         return
     from reconciler.devenv import schema_registry as registries
@@ -243,11 +271,20 @@ def status(root: Path | None, fmt: str) -> None:
     if yarn is not None:
         state = click.style("running", fg="green") if yarn.running else click.style("stopped", fg="yellow")
         click.echo(f"{'yarn':<7} {yarn.resource_manager} {yarn.hdfs} {state}")
+    s3 = _s3_record((root or dev_clusters.dev_root()).resolve())
+    if s3 is not None:
+        state = click.style("running", fg="green") if s3.running else click.style("stopped", fg="yellow")
+        click.echo(f"{'s3':<7} {s3.endpoint} bucket {s3.bucket} {state}")
 
 
 def _yarn_record(root: Path) -> yarn_local.YarnCluster | None:
     """The local HDFS + YARN of `dev up --yarn`, if it was started (and has not been stopped since)."""
     return yarn_local.read_record(root / "yarn")
+
+
+def _s3_record(root: Path) -> minio_local.LocalS3 | None:
+    """The local MinIO of `dev up --s3`, if it was ever started here."""
+    return minio_local.read_record(root / "s3")
 
 
 def _add_tls(doc: dict[str, dict[str, dict[str, object]]], root: Path) -> None:

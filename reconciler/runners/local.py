@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.artifacts import driver_java_options, job_jars
+from reconciler.artifacts import driver_java_options, filesystem_jars, job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
@@ -182,7 +182,7 @@ class LocalRunner:
             "--master", spark.master or UNSIZED_LOCAL_MASTER,
             "--name", f"kmirror-{flow}",
             "--properties-file", str(folder.path / "spark.properties"),
-            "--jars", ",".join(str(p) for p in job_jars()),
+            "--jars", ",".join(str(p) for p in [*job_jars(), *filesystem_jars(checkpoint)]),
             str(ENTRY),
             "--spec", str(folder.spec),
             "--digest", spec_digest,
