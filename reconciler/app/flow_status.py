@@ -66,6 +66,7 @@ class FlowStatus:
     fenced_writers: int = 0
     superseded_by: int | None = None
     checkpoint: str | None = None
+    log: str | None = None  # where the job's driver output is (a path on this host, or where to look)
     #: The Spark execution mode the job runs in (realtime, microbatch), why, and its task slots.
     mode: str | None = None
     mode_reason: str | None = None
@@ -219,6 +220,7 @@ def _job_info(
     st.fenced_writers = int(data.get("fenced_writers") or 0)
     st.superseded_by = data.get("superseded_by") or None
     st.checkpoint = job.checkpoint
+    st.log = _log_location(job)
     if isinstance(recorded, YarnDeployment):
         st.application = job.app_id
     st.mode, st.mode_reason = data.get("mode"), data.get("mode_reason")
@@ -237,3 +239,16 @@ def _job_info(
     last = data.get("last_batch_at")
     if isinstance(last, int | float):
         st.seconds_since_last_batch = round(time.time() - last, 1)
+
+
+def _log_location(job: object) -> str:
+    """Where the job's driver output is: the local or shared folder's driver.log; for side files on HDFS, the
+    driver's folder on its standalone worker; on YARN, the application's aggregated logs."""
+    from reconciler.runners.standalone import StandaloneJob
+    from reconciler.runners.yarn import YarnJob
+
+    if isinstance(job, StandaloneJob):
+        return job.log_location
+    if isinstance(job, YarnJob):
+        return f"yarn logs -applicationId {job.app_id or '<the application id>'} (the driver is the AM's container)"
+    return str(getattr(job, "log", "") or "") or "unknown"

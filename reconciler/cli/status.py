@@ -129,6 +129,8 @@ def render(statuses: list[FlowStatus], color: bool) -> str:
             out.append(f"  {mode}{why}{delivery}")
         if s.metrics_url:
             out.append(f"  metrics (Prometheus): {s.metrics_url}")
+        if s.log and (not s.running or s.last_error):
+            out.append(f"  log: {s.log}")
         if s.lag:
             lagging = {t: parts for t, parts in s.lag.items() if any(parts.values())}
             if lagging:

@@ -125,16 +125,37 @@ class StandaloneJob:
     error: str | None
     driver: DriverStatus | None
     checkpoint: str | None = None
+    remote_folder: str | None = None  # the side files' folder on HDFS, when they are there
 
     @property
     def log(self) -> Path:
         return self.folder / "driver.log"
 
     @property
+    def log_location(self) -> str:
+        """Where the driver's output is: the shared folder's driver.log, or (side files on HDFS) the driver's own
+        folder on its worker, which this host does not have."""
+        if self.remote_folder is None:
+            return str(self.log)
+        worker = self.driver.worker if self.driver is not None and self.driver.worker else None
+        return worker_log_hint(self.submission_id or "?", worker)
+
+    @property
     def host(self) -> str:
         """Where the driver (and its metrics endpoint) runs."""
         host = self.driver.host if self.driver is not None else None
         return host or "127.0.0.1"
+
+
+def worker_log_hint(sid: str, worker: str | None) -> str:
+    """Where a driver whose side files are on HDFS writes its output: Spark's standalone worker keeps a driver's
+    stdout and stderr in the driver's folder under its work directory (`SPARK_WORKER_DIR`, default
+    `$SPARK_HOME/work`), and its web UI shows them."""
+    where = f"worker {worker}" if worker else "its worker"
+    return (
+        f"the driver's stdout and stderr on {where}, in $SPARK_WORKER_DIR/{sid}/ (default $SPARK_HOME/work/{sid}/; "
+        f"also the worker's web UI, driver {sid}: logPage/?driverId={sid}&logType=stderr)"
+    )
 
 
 class StandaloneRunner:
@@ -337,7 +358,9 @@ class StandaloneRunner:
                 if strict:
                     raise
                 unknown = "unknown (NameNode unreachable)"
-                return StandaloneJob(flow, folder.path, sid, previous.digest, False, unknown, None, str(exc), None)
+                return StandaloneJob(
+                    flow, folder.path, sid, previous.digest, False, unknown, None, str(exc), None, None, remote
+                )
         status = read_report(folder.status)
         digest = status.get("digest") or previous.digest
         checkpoint = previous.checkpoint
@@ -347,14 +370,16 @@ class StandaloneRunner:
             if strict:
                 raise
             unknown = "unknown (REST server unreachable)"
-            return StandaloneJob(flow, folder.path, sid, digest, False, unknown, None, str(exc), None, checkpoint)
+            return StandaloneJob(
+                flow, folder.path, sid, digest, False, unknown, None, str(exc), None, checkpoint, remote
+            )
         running = driver.active
         state: str | None = status.get("state")
         if not running and state in (None, "starting", "running", "stopping", "restarting"):
             state = (driver.state or "gone").lower() if driver.found else "gone"
         error = status.get("error") or (None if running else driver.message)
         return StandaloneJob(
-            flow, folder.path, sid, digest, running, state, status.get("app_id"), error, driver, checkpoint
+            flow, folder.path, sid, digest, running, state, status.get("app_id"), error, driver, checkpoint, remote
         )
 
     # -- plumbing -------------------------------------------------------------------------------------------
@@ -541,14 +566,19 @@ class StandaloneRunner:
                 if driver.active:  # supervised: the master would launch it again and again; it cannot start
                     rest.kill(sid)
                 why = status.get("error") or driver.message or f"driver {driver.state or 'gone'}"
-                raise JobRunnerError(
-                    f"the replication job of flow {flow} (driver {sid}) ended while starting ({why}). "
+                log = (
                     f"Last lines of {folder.log}:\n{tail(folder.log)}"
+                    if remote is None
+                    else f"Its log: {worker_log_hint(sid, driver.worker)}"
+                )
+                raise JobRunnerError(
+                    f"the replication job of flow {flow} (driver {sid}) ended while starting ({why}). {log}"
                 )
             time.sleep(0.5)
+        log = str(folder.log) if remote is None else worker_log_hint(sid, None)
         raise JobRunnerError(
             f"the replication job of flow {flow} did not report running within {self.start_timeout:.0f}s; "
-            f"driver {sid} is left as it is (see the master's web UI and {folder.log}). A driver that "
+            f"driver {sid} is left as it is (see the master's web UI and {log}). A driver that "
             "stays SUBMITTED is waiting for a worker with enough free cores and memory."
         )
 
@@ -591,4 +621,4 @@ def _detail(job: StandaloneJob) -> str:
         app = f", app {job.app_id}" if job.app_id else ""
         return f"driver {job.submission_id} {job.driver.state}{where}, job {job.state or 'starting'}{app}"
     reason = f": {job.error}" if job.error else ""
-    return f"driver {job.submission_id} {job.state or 'gone'}{reason}; log: {job.log}"
+    return f"driver {job.submission_id} {job.state or 'gone'}{reason}; log: {job.log_location}"
