@@ -133,7 +133,8 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
     would mean a different folder on each, so the root must be absolute (or a `file:` URI) on a filesystem the
     workers and the machines running kmirror share, or an `hdfs:` URI (the runner reads the job's side files
     through WebHDFS). The job's spec, status and log sit beside the checkpoint, so a root the CLI cannot read
-    (`s3a:`, `gs:`) serves the local runner only, for now.
+    (`s3a:`, `gs:`) serves the local runner only, for now (whose side files stay on the host; the job reaches an
+    `s3a:` checkpoint through the S3A jars `artifacts.jars.filesystem_jars` adds).
     """
     match = _URI.match(text)
     scheme = match.group(1).lower() if match is not None and len(match.group(1)) > 1 else None
@@ -142,7 +143,7 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
             f"checkpoint_root {text!r}: with deploy 'yarn' the driver runs in a YARN container and kmirror keeps each "
             "job's spec, status and stop request beside its checkpoint on HDFS (read through WebHDFS); give an "
             "hdfs:// URI (e.g. hdfs://namenode:8020/kmirror/checkpoints). s3a:, gs: and abfs: roots are not "
-            "supported with deploy 'yarn' yet"
+            "supported with deploy 'yarn' yet (s3a: works with deploy 'local'; see docs/checkpoint-storage.md)"
         )
     if deploy != "standalone":
         return None
@@ -156,6 +157,6 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
         return (
             f"checkpoint_root {text!r} uses {scheme}:, but with deploy 'standalone' kmirror keeps each job's spec, "
             "status and log beside its checkpoint and reads them as files; use a shared filesystem path or file: URI "
-            "or an hdfs:// URI (s3a: roots work with deploy 'local')"
+            "or an hdfs:// URI (s3a: roots work with deploy 'local'; see docs/checkpoint-storage.md)"
         )
     return None

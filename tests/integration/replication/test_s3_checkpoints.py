@@ -142,7 +142,7 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint_with_every_record_once(
         assert isinstance(runner, FlowRunners)
         job = runner.job(FLOW)
         assert job is not None and job.running and job.pid is not None
-        checkpoint = f"checkpoints-{tag}/_kmirror.state.s3{tag}/{FLOW}"
+        checkpoint = f"checkpoints-{tag}/_kmirror.state.s3{tag}/{FLOW}/checkpoint"
         assert job.checkpoint == f"s3a://{s3.bucket}/{checkpoint}", job.checkpoint
 
         def committed_batch() -> int | None:
