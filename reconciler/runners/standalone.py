@@ -19,8 +19,8 @@ deployment, written at submission: a driver submitted by an apply killed before 
 and `stop.request`. An `hdfs://` checkpoint root shares no path: the folder is a URI beside the checkpoint, which
 the runner reads and writes through WebHDFS (`hadoop.py`, the Hadoop configuration of `spark.hadoop_conf_dir` or
 `$HADOOP_CONF_DIR`) and the driver through Hadoop's FileSystem API (`standalone_entry.py --kmirror-folder`, as on
-YARN); this host keeps a copy of the last status read in `$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`, which is what
-`job(flow).folder` names, and the driver's output stays in its folder on the worker.
+YARN); this host keeps a copy of the last status read in `$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`,
+which is what `job(flow).folder` names, and the driver's output stays in its folder on the worker.
 
 The job carries its own Python and jars, as on YARN: apply copies, once per kmirror version and install, the packed
 environment (`artifacts.job_env`), the driver's entry file and the job's jars to `<checkpoint_root>/_kmirror/envs/

@@ -8,9 +8,9 @@ client configuration of `spark.hadoop_conf_dir` (else `$HADOOP_CONF_DIR`) and
 (`application_<cluster>_<n>`) is the deployment's identity, recorded in the state topic. Any checkout of the same
 file on any machine that reaches the ResourceManager sees the same job.
 
-Files: the job's folder sits beside its checkpoint on HDFS, `<checkpoint_root>/<state topic>@<cluster id>/<flow>/` (a URI:
-`jobcontract.layout.yarn_folder`): spec.json (written by the runner; YARN localizes it into the driver's container,
-`--files`, so every attempt reads the same spec), status.json (the job's report, mirrored there by
+Files: the job's folder sits beside its checkpoint on HDFS, `<checkpoint_root>/<state topic>@<cluster id>/<flow>/`
+(a URI: `jobcontract.layout.yarn_folder`): spec.json (written by the runner; YARN localizes it into the driver's
+container, `--files`, so every attempt reads the same spec), status.json (the job's report, mirrored there by
 `replication/yarn_entry.py` through Hadoop's FileSystem API), runner.json (the deployment, written at submission)
 and `stop.request`. The runner reads and writes them through WebHDFS (`hadoop.py`). A local copy of the last
 status read, with the spark-submit output (`submit.log`), sits in this host's job folder

@@ -140,7 +140,8 @@ class SparkSpec(SpecModel):
     )
     checkpoint_root: str = Field(
         default=".kmirror/checkpoints",
-        description="Where the jobs' Spark checkpoints (their read positions) live, under <state topic>@<state cluster id>/<flow>: a "
+        description="Where the jobs' Spark checkpoints (their read positions) live, under "
+        "<state topic>@<state cluster id>/<flow>: a "
         "path or a URI (file:, hdfs:, s3a:, ...). With deploy 'standalone', an absolute path or file: URI on a "
         "filesystem every worker and every machine that runs kmirror mounts at the same path (the jobs' spec, "
         "status and log sit beside the checkpoints), or an hdfs: URI (with hadoop_conf_dir). A relative path is "

@@ -142,8 +142,10 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint_with_every_record_once(
         assert isinstance(runner, FlowRunners)
         job = runner.job(FLOW)
         assert job is not None and job.running and job.pid is not None
-        checkpoint = f"checkpoints-{tag}/_kmirror.state.s3{tag}/{FLOW}/checkpoint"
-        assert job.checkpoint == f"s3a://{s3.bucket}/{checkpoint}", job.checkpoint
+        # <root>/<state topic>@<state cluster id>/<flow>/checkpoint
+        assert job.checkpoint is not None and job.checkpoint.endswith(f"/{FLOW}/checkpoint"), job.checkpoint
+        assert job.checkpoint.startswith(f"s3a://{s3.bucket}/checkpoints-{tag}/_kmirror.state.s3{tag}"), job.checkpoint
+        checkpoint = job.checkpoint.removeprefix(f"s3a://{s3.bucket}/")
 
         def committed_batch() -> int | None:
             keys = list_keys(client, s3.bucket, checkpoint + "/")
