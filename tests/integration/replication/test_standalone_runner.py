@@ -503,6 +503,10 @@ flows:
         python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
         assert python == sys._base_executable, python  # type: ignore[attr-defined]
         assert job_change(operations.make_plan(desired)) is None
+        # `kmirror status` says where the driver's output is: on its worker, not a driver.log this host lacks.
+        shown = kmirror("status", "-f", "kmirror.yaml", "--format", "json", cwd=base)
+        assert "the driver's stdout and stderr on worker" in shown.stdout, shown.stdout + shown.stderr
+        assert "driver.log" not in shown.stdout, shown.stdout
 
         disabled = write(False)
         apply(disabled)
