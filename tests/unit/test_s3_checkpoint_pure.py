@@ -116,3 +116,19 @@ def test_a_driver_with_side_files_on_hdfs_has_its_log_on_its_worker_not_here(tmp
 
 def test_a_driver_on_a_shared_folder_logs_to_its_driver_log(tmp_path: Path) -> None:
     assert _job(tmp_path, None, "10.0.0.5:7078").log_location == str(tmp_path / "driver.log")
+
+
+def test_dev_status_json_names_the_local_s3_and_its_key_files_never_the_keys(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from reconciler.cli.main import main
+
+    home = tmp_path / "s3"
+    access, secret = ensure_keys(home / "keys")
+    (home / "minio.json").write_text(json.dumps({"pid": 2**22 + 11, "port": 19555, "bucket": "kmirror"}))
+    result = CliRunner().invoke(main, ["dev", "status", "--root", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    s3 = json.loads(result.output)["s3"]
+    assert s3["endpoint"] == "http://127.0.0.1:19555" and s3["bucket"] == "kmirror" and s3["running"] is False
+    assert s3["env_file"] == str(home / "keys" / "aws.env")
+    assert secret not in result.output and access not in result.output
