@@ -167,6 +167,7 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint_with_every_record_once(
         for pid in _group(job.pid):
             assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
         assert secret not in _state_topic_text(target, f"_kmirror.state.s3{tag}")
+        assert secret not in (Path(s3.home) / "logs" / "minio.log").read_text(errors="replace")
 
         os.killpg(job.pid, signal.SIGKILL)
         wait_for("the killed job seen stopped", lambda: not runner.status().jobs[FLOW].running, 60)
