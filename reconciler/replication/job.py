@@ -222,8 +222,7 @@ class ReplicationJob(QueryStart):
             background_stop,
             on_cycle=lambda report: self.metrics.observe_failover(flow.name, report.readiness),
         )
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
+        self._install_signals()
         log.info(
             "flow %s: replicating %s -> %s (query %s, app %s, checkpoint %s)",
             flow.name,
@@ -273,7 +272,7 @@ class ReplicationJob(QueryStart):
         if newer is not None:
             return self._stop_superseded(spark, newer)
         self.status.update(state="failed" if error else "stopped", error=error, stopped_at=time.time())
-        spark.stop()
+        self._end_session(spark)
         return 1 if error else 0
 
     def _stop_superseded(self, spark: Any, newer: int) -> int:
@@ -281,8 +280,17 @@ class ReplicationJob(QueryStart):
         error = str(Superseded(newer))
         log.error("flow %s (generation %d): %s", self.flow.name, self.spec.generation, error)
         self.status.update(state="stopped", error=error, superseded_by=newer, stopped_at=time.time())
-        spark.stop()
+        self._end_session(spark)
         return 1
+
+    def _install_signals(self) -> None:
+        """SIGTERM and SIGINT stop the job gracefully (an application's driver handles them for its flows)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _end_session(self, spark: Any) -> None:
+        """The job's end: its Spark session stops with it (an application's outlives each flow's query)."""
+        spark.stop()
 
     def _choose_start(self, spark: Any) -> None:
         """Where the query starts when its checkpoint has no offsets: `start_from`, or after the offset-syncs

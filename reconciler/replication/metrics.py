@@ -448,7 +448,13 @@ def progress_positions(progress: Any) -> dict[TopicPartition, int]:
 
 def serve(metrics: ReplicationMetrics, port: int, addr: str = "0.0.0.0") -> int:
     """Serve `metrics` on http://addr:port/metrics from a daemon thread; the port bound (0 picks a free one)."""
+    return int(serve_closable(metrics, port, addr).server_port)
+
+
+def serve_closable(metrics: ReplicationMetrics, port: int, addr: str = "0.0.0.0") -> Any:
+    """`serve`, returning the server (`shutdown()` and `server_close()` end it): a flow's query in an application
+    ends before the driver does."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(metrics)
     server, _thread = start_http_server(port, addr=addr, registry=registry)
-    return int(server.server_port)
+    return server

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.jobcontract.spec import JobSpec
 from reconciler.replication import exactly_once
 from reconciler.replication.progress import OBSERVATION, observed_columns
 from reconciler.replication.query import sink_options, sink_projection, source_options
@@ -37,6 +38,7 @@ from reconciler.replication.supervision import (
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
 from reconciler.spec.intervals import trigger_interval
 from reconciler.spec.placement import (
+    Placement,
     realtime_client_sizing,
 )
 from reconciler.spec.secrets import SecretRef
@@ -48,6 +50,32 @@ def _expr(sql: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.expr(sql)
+
+
+def spark_session(spec: JobSpec, placement: Placement | None, partitions: int, name: str) -> Any:
+    """The Spark session of a job (or an application of several flows' queries) with `spec`'s Spark settings."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(name)
+    # Kafka options carry credentials and TLS key material; Spark shows options in plans and the UI.
+    builder = builder.config("spark.sql.redaction.options.regex", "(?i)url|password|secret|token|jaas|key|cert")
+    # Settings holding references are resolved here rather than passed on spark-submit's command line.
+    for key, value in spec.spark.conf.items():
+        if isinstance(value, SecretRef):
+            builder = builder.config(key, str(value.resolve(spec.base_dir)))
+    # Sized by kmirror when the file leaves it open (reconciler.spec.placement): a slot per partition.
+    if placement is not None and placement.master is not None:
+        builder = builder.config("spark.master", placement.master)
+    if placement is not None and placement.cores_max is not None:
+        builder = builder.config("spark.cores.max", str(placement.cores_max))
+    if placement is not None and placement.mode == "realtime" and CONSUMER_CACHE not in spec.spark.conf:
+        sizing = realtime_client_sizing(partitions, placement.slots)
+        builder = builder.config(CONSUMER_CACHE, str(sizing.consumer_cache))
+    if CHECKPOINT_FILE_MANAGER not in spec.spark.conf:
+        builder = builder.config(CHECKPOINT_FILE_MANAGER, LOCAL_CHECKPOINT_FILE_MANAGER)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
 
 
 class QueryStart(JobReporting):
@@ -75,32 +103,7 @@ class QueryStart(JobReporting):
 
     # -- Spark ----------------------------------------------------------------------------------------------
     def _spark_session(self, partitions: int) -> Any:
-        from pyspark.sql import SparkSession
-
-        builder = SparkSession.builder.appName(f"kmirror-{self.flow.name}")
-        # Kafka options carry credentials and TLS key material; Spark shows options in plans and the UI.
-        builder = builder.config("spark.sql.redaction.options.regex", "(?i)url|password|secret|token|jaas|key|cert")
-        # Settings holding references are resolved here rather than passed on spark-submit's command line.
-        refs = {k: v for k, v in self.spec.spark.conf.items() if isinstance(v, SecretRef)}
-        for key, value in self._resolved(refs).items():
-            builder = builder.config(key, value)
-        # Sized by kmirror when the file leaves it open (reconciler.spec.placement): a slot per partition.
-        if self.placement is not None and self.placement.master is not None:
-            builder = builder.config("spark.master", self.placement.master)
-        if self.placement is not None and self.placement.cores_max is not None:
-            builder = builder.config("spark.cores.max", str(self.placement.cores_max))
-        if (
-            self.placement is not None
-            and self.placement.mode == "realtime"
-            and CONSUMER_CACHE not in self.spec.spark.conf
-        ):
-            sizing = realtime_client_sizing(partitions, self.placement.slots)
-            builder = builder.config(CONSUMER_CACHE, str(sizing.consumer_cache))
-        if CHECKPOINT_FILE_MANAGER not in self.spec.spark.conf:
-            builder = builder.config(CHECKPOINT_FILE_MANAGER, LOCAL_CHECKPOINT_FILE_MANAGER)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("WARN")
-        return spark
+        return spark_session(self.spec, self.placement, partitions, f"kmirror-{self.flow.name}")
 
     def _warm_clients(self, spark: Any) -> None:
         """The JVM's Kafka clients initialised on a daemon thread while the query is analysed (`ClientWarmup`):
@@ -147,7 +150,8 @@ class QueryStart(JobReporting):
             def onQueryTerminated(self, event: Any) -> None:
                 pass
 
-        spark.streams.addListener(Listener())
+        self._listener = Listener()
+        spark.streams.addListener(self._listener)
 
     def _start_query(self, spark: Any) -> Any:
         flow = self.flow

@@ -66,6 +66,9 @@ class LocalDeployment(_Deployment):
     runner: Literal["local"] = "local"
     host: str | None = None
     pid: int | None = None
+    #: The application (`spark.application`) whose driver runs the flow's query; `pid` is then that driver's
+    #: spark-submit and `folder` the flow's sub-folder of the application's folder. None: an application of its own.
+    application: str | None = None
 
 
 class StandaloneDeployment(_Deployment):

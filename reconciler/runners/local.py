@@ -70,6 +70,7 @@ from reconciler.runners.common import (
     write_private,
     write_properties,
 )
+from reconciler.runners.local_apps import LocalApplications, application_of
 from reconciler.runners.processes import alive
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
@@ -93,10 +94,13 @@ class LocalJob:
     app_id: str | None
     error: str | None
     checkpoint: str | None = None
+    #: The application whose driver runs the flow's query (its log is the application's); None: its own job.
+    application: str | None = None
+    log_path: Path | None = None
 
     @property
     def log(self) -> Path:
-        return self.folder / "driver.log"
+        return self.log_path or self.folder / "driver.log"
 
     @property
     def host(self) -> str:
@@ -134,6 +138,7 @@ class LocalRunner:
         self.start_timeout = start_timeout
         self.python = python
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.apps = LocalApplications(self)
 
     def folder(self, flow: str) -> JobFolder:
         """The flow's job folder on this host: where its recorded deployment put it (jobs deployed before folders
@@ -156,6 +161,10 @@ class LocalRunner:
         log's tail if it exits first or does not come up within `start_timeout`.
         """
         previous = self._previous(flow)
+        if spec.spark.application is not None:  # a query in an application's driver (local_apps.py)
+            if application_of(previous) != spec.spark.application:
+                self.stop(flow)  # its own job, or its query in another application: it moves, on its checkpoint
+            return self.apps.deploy(flow, spec, spec_digest, previous)
         job_spec = JobSpec.for_deploy(flow, spec, spec_digest, self.base_dir, self.state_topic, previous)
         spark = job_spec.spark
         folder = self.folder(flow)
@@ -218,6 +227,10 @@ class LocalRunner:
 
     def stop(self, flow: str) -> None:
         """Stop the flow's job gracefully (finish the batch in flight); kill it after `stop_timeout`."""
+        previous = self._previous(flow)
+        if isinstance(previous, LocalDeployment) and previous.application is not None:
+            self.apps.stop(flow, previous)  # only its query: the application's other flows run on
+            return
         job = self.job(flow)
         if job is None or job.pid is None or not job.running:
             return
@@ -237,7 +250,10 @@ class LocalRunner:
     def forget(self, flow: str) -> None:
         """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
-        if previous is not None:
+        if isinstance(previous, LocalDeployment) and previous.application is not None and previous.folder:
+            self.apps.forget(flow, previous)
+            forget_job(JobFolder(Path(previous.folder)), previous)
+        elif previous is not None:
             forget_job(self.folder(flow), previous)
         self.deployments.pop(flow, None)
 
@@ -247,6 +263,7 @@ class LocalRunner:
         flows = set(self.deployments)
         if self.jobs_dir.is_dir():
             flows |= {p.name for p in self.jobs_dir.iterdir() if (p / "runner.json").is_file()}
+            flows |= self.apps.flows()
         jobs = {}
         for flow in sorted(flows):
             info = self.info(flow)
@@ -270,8 +287,11 @@ class LocalRunner:
         return None if job is None else job_info(flow, job, previous, self.kind, _detail(job), HOST)
 
     def job(self, flow: str) -> LocalJob | None:
+        previous = self._previous(flow)
+        if isinstance(previous, LocalDeployment) and previous.application is not None and previous.folder:
+            return self._app_job(flow, previous)
         folder = self.folder(flow)
-        record = self._written(flow) or self._previous(flow)
+        record = self._written(flow) or previous
         if record is None or isinstance(record, StandaloneDeployment):
             return None
         status = read_report(folder.status)
@@ -293,10 +313,34 @@ class LocalRunner:
             checkpoint,
         )
 
+    def _app_job(self, flow: str, record: LocalDeployment) -> LocalJob:
+        """A flow whose query runs in an application (`local_apps.py`): its sub-folder, the application's process."""
+        folder = JobFolder(Path(str(record.folder)))
+        status = read_report(folder.status)
+        running, log = self.apps.running(flow, record)
+        return LocalJob(
+            flow,
+            folder.path,
+            record.pid,
+            status.get("digest") or record.digest,
+            running,
+            status.get("state"),
+            status.get("app_id"),
+            status.get("error"),
+            _str(record.checkpoint),
+            application=record.application,
+            log_path=log,
+        )
+
     # -- plumbing -------------------------------------------------------------------------------------------
     def _previous(self, flow: str) -> Deployment | None:
-        """The flow's last deployment: as the state topic recorded it, else as this host's folder has it."""
-        return self.deployments.get(flow) or self._written(flow)
+        """The flow's last deployment: as the state topic recorded it, else as this host's folders have it (its
+        own job's folder or an application's sub-folder, the newer)."""
+        recorded = self.deployments.get(flow)
+        if recorded is not None:
+            return recorded
+        written = [r for r in (self._written(flow), self.apps.written(flow)) if r is not None]
+        return max(written, key=lambda r: r.started_at or 0.0) if written else None
 
     def _written(self, flow: str) -> Deployment | None:
         """The deployment this host's folder of the flow records (`runner.json`), if any."""

@@ -53,10 +53,19 @@ def flow_effective_spec(state: DesiredState, name: str) -> dict[str, Any]:
             form.pop("schema_registry", None)
         for key in ("schemas", "schema_subjects_exclude"):
             flow_form["sync"].pop(key, None)
+    # The application a flow runs in is the job's (its digest changes when the flow moves), written into the Spark
+    # settings as the effective one; a flow in its own application (the default) keeps the digest it had before
+    # applications existed, so an upgrade redeploys nothing.
+    flow_form.pop("spark", None)
+    spark_form = state.spark.model_dump(mode="json")
+    spark_form.pop("application", None)
+    application = state.application_of(flow)
+    if application is not None:
+        spark_form["application"] = application
     effective: dict[str, Any] = {
         "flow": flow_form,
         "clusters": clusters,
-        "spark": state.spark.model_dump(mode="json"),
+        "spark": spark_form,
     }
     if flow.replication.throttle is not None:
         consumer_id, producer_id = (

@@ -20,7 +20,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from reconciler.core.policy.filters import flow_policy as _flow_policy
 from reconciler.core.policy.filters import (
@@ -49,6 +58,8 @@ ALIAS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 FLOW_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 ClusterAlias = Annotated[str, StringConstraints(pattern=ALIAS_PATTERN, max_length=100)]
+#: `spark.application` / `flows[].spark.application`: named like a flow (it names a folder and a Spark app).
+ApplicationName = Annotated[str, StringConstraints(pattern=FLOW_NAME_PATTERN, max_length=100)]
 TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME_PATTERN)]
 ConfigMap = dict[str, ConfigValue]
 RegexList = tuple[str, ...]
@@ -154,9 +165,17 @@ class SparkSpec(SpecModel):
         "ResourceManager addresses); left out, $HADOOP_CONF_DIR. A relative path is taken from this file's folder.",
     )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
+    application: ApplicationName | None = Field(
+        default=None,
+        description="Run every flow as one streaming query of the Spark application NAME (one driver for all; see "
+        "docs/applications.md) instead of a Spark application per flow (the default). A flow's own "
+        "spark.application overrides it. deploy 'local' only, for now.",
+    )
 
     @model_validator(mode="after")
     def _master_matches_deploy(self) -> SparkSpec:
+        if self.application is not None and self.deploy != "local":
+            raise ValueError(APPLICATION_DEPLOY_PROBLEM.format(where="spark.application", deploy=self.deploy))
         if self.deploy == "local" and self.master is not None and not self.master.startswith("local"):
             raise ValueError(f"deploy 'local' needs master 'local[N]' (or none: kmirror sizes it), got {self.master!r}")
         if self.deploy == "yarn" and self.master not in (None, "yarn"):
@@ -408,6 +427,22 @@ class HeartbeatsSpec(SpecModel):
         return value
 
 
+APPLICATION_DEPLOY_PROBLEM = (
+    "{where} needs deploy 'local' for now (deploy {deploy!r} runs one Spark application per flow): remove {where}, "
+    "or use deploy 'local'"
+)
+
+
+class FlowSparkSpec(SpecModel):
+    """A flow's own Spark placement: which application its query runs in."""
+
+    application: ApplicationName | None = Field(
+        default=None,
+        description="The Spark application this flow's query runs in, with the other flows naming it (overrides "
+        "spark.application): flows can be split into groups, one driver per group.",
+    )
+
+
 class FlowSpec(SpecModel):
     """One replication flow: records, configs, ACLs and offsets from `source` to `target`."""
 
@@ -427,6 +462,9 @@ class FlowSpec(SpecModel):
     replication: ReplicationSpec = Field(default_factory=ReplicationSpec)
     offsets: OffsetsSpec = Field(default_factory=OffsetsSpec)
     heartbeats: HeartbeatsSpec = Field(default_factory=HeartbeatsSpec)
+    spark: FlowSparkSpec | None = Field(
+        default=None, description="The flow's Spark placement: `{application: NAME}` (see spark.application)."
+    )
 
     # -- naming and filtering, all delegated to reconciler.core.policy --------------------------------------------
     def policy(self) -> ReplicationPolicy:
@@ -551,6 +589,22 @@ class DesiredState(SpecModel):
             else flow.model_copy(update={"heartbeats": flow.heartbeats.model_copy(update={"enabled": False})})
             for flow in flows
         )
+
+    @field_validator("flows")
+    @classmethod
+    def _applications_need_local(cls, flows: tuple[FlowSpec, ...], info: ValidationInfo) -> tuple[FlowSpec, ...]:
+        spark = info.data.get("spark")
+        deploy = spark.deploy if isinstance(spark, SparkSpec) else "local"
+        for flow in flows:
+            if flow.spark is not None and flow.spark.application is not None and deploy != "local":
+                where = f"flows[{flow.name}].spark.application"
+                raise ValueError(APPLICATION_DEPLOY_PROBLEM.format(where=where, deploy=deploy))
+        return flows
+
+    def application_of(self, flow: FlowSpec) -> str | None:
+        """The Spark application `flow`'s query runs in (its own, else `spark.application`); None: its own app."""
+        own = flow.spark.application if flow.spark is not None else None
+        return own or self.spark.application
 
     @property
     def source_path(self) -> Path | None:

@@ -1,0 +1,286 @@
+"""The local runner's applications (`spark.application: NAME`): several flows' queries in one detached
+`spark-submit` on this machine (`reconciler/replication/application.py`), instead of one per flow.
+
+The application's folder (`jobcontract.application.ApplicationFolder`, `<jobs dir>/_apps/<NAME>/`) holds a
+sub-folder per flow. Deploying a flow writes its spec and its request (digest, checkpoint) there, then starts the
+application if it does not run; a running one sees the request within a second and starts the flow's query, or
+restarts it gracefully when its digest changed, while its other flows' queries run on untouched. Stopping a flow
+leaves a stop request in its sub-folder: only its query stops (the last one's stop ends the application). Each
+flow keeps the checkpoint its own job would have (`checkpoint_for`), so a flow moving into or out of an
+application resumes where it was.
+
+An application's own digest covers its Spark settings and jars (`application_digest`): a deploy that brings other
+ones stops the whole application gracefully (every flow's running batch finishes) and starts it again with them;
+its flows resume from their checkpoints.
+
+A flow's deployment record (`LocalDeployment` with `application`) names the application, its pid and the flow's
+sub-folder, in the state topic and in the sub-folder's `runner.json`, so any checkout on this host finds it.
+
+Must not: decide which flows run (the planner does), or stop another flow's query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.artifacts import driver_java_options, job_jars
+from reconciler.artifacts.driver_home import driver_home, spark_env
+from reconciler.jobcontract.application import ApplicationFolder, FlowRequest, application_folder, request_path
+from reconciler.jobcontract.job_report import LIVE_STATES, read_report
+from reconciler.jobcontract.layout import CheckpointRoot
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
+from reconciler.resources.deployments import Deployment, LocalDeployment, deployment_of, mark_stopped
+from reconciler.runners.common import (
+    HOST,
+    JobRunnerError,
+    checkpoint_for,
+    checkpoint_missing,
+    log4j2_properties,
+    now,
+    read_json,
+    spark_properties,
+    tail,
+    write_json,
+    write_private,
+    write_properties,
+)
+from reconciler.runners.processes import alive
+from reconciler.spec.digest import digest_of
+
+if TYPE_CHECKING:
+    from reconciler.runners.local import LocalRunner
+
+ENTRY = Path(__file__).parents[1] / "replication" / "application_entry.py"
+UNSIZED_LOCAL_MASTER = "local[*]"
+
+
+def application_digest(spec: EffectiveSpec) -> str:
+    """What the whole application runs with: the Spark settings (the application's name aside) and the jars."""
+    spark = spec.spark.model_dump(mode="json")
+    spark.pop("application", None)
+    return digest_of({"spark": spark, "jars": sorted(p.name for p in job_jars())})
+
+
+def application_of(record: Deployment | None) -> str | None:
+    """The application a recorded deployment runs in (None: a job of its own, or none)."""
+    return record.application if isinstance(record, LocalDeployment) else None
+
+
+@dataclass(frozen=True)
+class AppProcess:
+    """An application's driver process as its folder records it."""
+
+    pid: int | None
+    digest: str | None
+    running: bool
+
+
+class LocalApplications:
+    """Deploy, stop and report flows that run in applications; see the module docstring."""
+
+    def __init__(self, runner: LocalRunner) -> None:
+        self.runner = runner
+
+    def folder(self, application: str) -> ApplicationFolder:
+        return application_folder(self.runner.jobs_dir, application)
+
+    def process(self, app: ApplicationFolder) -> AppProcess:
+        record = read_json(app.runner)
+        pid = record.get("pid")
+        digest = record.get("digest")
+        ours = isinstance(pid, int) and record.get("host") == HOST and self.runner._is_our_job(pid, app.path)
+        return AppProcess(
+            pid if isinstance(pid, int) else None, digest if isinstance(digest, str) else None, bool(ours)
+        )
+
+    # -- deploy -----------------------------------------------------------------------------------------------
+    def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str, previous: Deployment | None) -> LocalDeployment:
+        application = spec.spark.application
+        assert application is not None
+        runner = self.runner
+        app = self.folder(application)
+        folder = app.flow(flow)
+        job_spec = JobSpec.for_deploy(flow, spec, spec_digest, runner.base_dir, runner.state_topic, previous)
+        root = CheckpointRoot.parse(job_spec.spark.checkpoint_root, runner.base_dir)
+        checkpoint = checkpoint_for(flow, root, runner.state_topic, previous)
+        if "://" not in checkpoint:
+            Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        app_digest = application_digest(spec)
+        process = self.process(app)
+        if process.running and process.digest != app_digest:
+            self._stop_application(app, process, f"its Spark settings or jars changed (flow {flow} brings them)")
+            process = self.process(app)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            folder.stop.unlink()
+        job_spec.write(folder.spec)
+        resume = checkpoint_missing(checkpoint, previous) is not False
+        FlowRequest(flow, folder, spec_digest, checkpoint, resume).write()
+        pid = process.pid if process.running else self._start_application(app, spec, app_digest, flow)
+        record = LocalDeployment(
+            flow=flow,
+            host=HOST,
+            pid=pid,
+            digest=spec_digest,
+            folder=str(folder.path),
+            checkpoint=checkpoint,
+            eos_flow=job_spec.eos_name,
+            generation=job_spec.generation,
+            started_at=time.time(),
+            application=application,
+        )
+        write_json(folder.runner, record.model_dump(mode="json"))
+        runner.deployments[flow] = record
+        self._wait_running(app, flow, spec, spec_digest, app_digest)
+        return record
+
+    def _start_application(self, app: ApplicationFolder, spec: EffectiveSpec, app_digest: str, flow: str) -> int:
+        runner = self.runner
+        spark = spec.spark
+        app.path.mkdir(parents=True, exist_ok=True)
+        write_private(app.path / "log4j2.properties", log4j2_properties("console"))
+        props = spark_properties(spark)
+        log4j = f"-Dlog4j2.configurationFile=file:{app.path / 'log4j2.properties'}"
+        props["spark.driver.extraJavaOptions"] = " ".join(
+            p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j, *driver_java_options()) if p
+        )
+        write_properties(app.path / "spark.properties", props)
+        home = driver_home()
+        cmd = [
+            str(home / "bin" / "spark-submit"),
+            "--master", spark.master or UNSIZED_LOCAL_MASTER,
+            "--name", f"kmirror-app-{app.name}",
+            "--properties-file", str(app.path / "spark.properties"),
+            "--jars", ",".join(str(p) for p in job_jars()),
+            str(ENTRY),
+            "--folder", str(app.path),
+        ]  # fmt: skip
+        with contextlib.suppress(FileNotFoundError):
+            app.status.unlink()
+        with app.log.open("ab") as out:
+            os.chmod(app.log, 0o600)
+            out.write(f"\n===== kmirror: starting application {app.name} for flow {flow} at {now()} =====\n".encode())
+            out.flush()
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=app.path, env=spark_env(home, runner.python),
+            )  # fmt: skip
+        runner._children[proc.pid] = proc
+        write_json(
+            app.runner,
+            {"runner": "local", "application": app.name, "host": HOST, "pid": proc.pid, "digest": app_digest,
+             "started_at": time.time()},
+        )  # fmt: skip
+        return proc.pid
+
+    def _wait_running(
+        self, app: ApplicationFolder, flow: str, spec: EffectiveSpec, spec_digest: str, app_digest: str
+    ) -> None:
+        """Until the flow's query reports running with `spec_digest`. An application that ended meanwhile (its last
+        flow had just stopped) is started again, once."""
+        folder = app.flow(flow)
+        deadline = time.monotonic() + self.runner.start_timeout
+        restarted = False
+        while time.monotonic() < deadline:
+            report = read_report(folder.status)
+            if report.get("state") == "running" and report.get("digest") == spec_digest:
+                return
+            if not self.process(app).running:
+                if restarted:
+                    why = report.get("error") or read_report(app.status).get("error") or "it exited"
+                    raise JobRunnerError(
+                        f"the replication application {app.name} exited while starting flow {flow} ({why}). "
+                        f"Last lines of {app.log}:\n{tail(app.log)}"
+                    )
+                restarted = True
+                pid = self._start_application(app, spec, app_digest, flow)
+                record = deployment_of(read_json(folder.runner))
+                if isinstance(record, LocalDeployment):
+                    record = record.model_copy(update={"pid": pid})
+                    write_json(folder.runner, record.model_dump(mode="json"))
+                    self.runner.deployments[flow] = record
+            time.sleep(0.25)
+        raise JobRunnerError(
+            f"flow {flow} did not report running in application {app.name} within "
+            f"{self.runner.start_timeout:.0f}s; see {app.log}."
+        )
+
+    # -- stop -------------------------------------------------------------------------------------------------
+    def stop(self, flow: str, record: LocalDeployment) -> None:
+        """Stop only the flow's query (gracefully: a stop request the application honours); the others run on."""
+        application = record.application
+        assert application is not None
+        app = ApplicationFolder(Path(record.folder).parent) if record.folder else self.folder(application)
+        folder = app.flow(flow)
+        if folder.path.is_dir():
+            write_private(folder.stop, f"stop requested at {now()}\n")
+        deadline = time.monotonic() + self.runner.stop_timeout
+        while self.process(app).running:
+            hosted = read_json(app.status).get("flows")
+            state = read_report(folder.status).get("state")
+            if state not in LIVE_STATES and not (isinstance(hosted, list) and flow in hosted):
+                break
+            if time.monotonic() >= deadline:
+                raise JobRunnerError(
+                    f"flow {flow}'s query in application {app.name} did not stop within "
+                    f"{self.runner.stop_timeout:.0f}s; see {app.log}"
+                )
+            time.sleep(0.25)
+        written = read_json(folder.runner)
+        if written:
+            write_json(folder.runner, mark_stopped(deployment_of(written), time.time()).model_dump(mode="json"))
+
+    def _stop_application(self, app: ApplicationFolder, process: AppProcess, why: str) -> None:
+        """Stop the whole application gracefully (every flow's running batch finishes); kill it after the timeout."""
+        assert process.pid is not None
+        driver = read_report(app.status).get("pid")
+        target = driver if isinstance(driver, int) and alive(driver) else process.pid
+        with contextlib.suppress(FileNotFoundError), app.log.open("ab") as out:
+            out.write(f"===== kmirror: stopping application {app.name}: {why} at {now()} =====\n".encode())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGTERM)
+        if not self.runner._wait_exit(process.pid, self.runner.stop_timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            self.runner._wait_exit(process.pid, 15)
+
+    def forget(self, flow: str, record: LocalDeployment) -> None:
+        """The flow left the file: its request goes (its checkpoint and runner record go with `forget_job`)."""
+        if record.folder:
+            with contextlib.suppress(FileNotFoundError):
+                request_path(ApplicationFolder(Path(record.folder).parent).flow(flow)).unlink()
+
+    # -- status -----------------------------------------------------------------------------------------------
+    def flows(self) -> set[str]:
+        """Flows with a runner record in any application folder of this state topic on this host."""
+        base = self.runner.jobs_dir / "_apps"
+        if not base.is_dir():
+            return set()
+        return {p.parent.name for p in base.glob("*/*/runner.json")}
+
+    def written(self, flow: str) -> LocalDeployment | None:
+        """The newest record of `flow` in this host's application folders."""
+        base = self.runner.jobs_dir / "_apps"
+        found: list[LocalDeployment] = []
+        if base.is_dir():
+            for path in base.glob(f"*/{flow}/runner.json"):
+                data = read_json(path)
+                record = deployment_of(data) if data else None
+                if isinstance(record, LocalDeployment):
+                    found.append(record)
+        return max(found, key=lambda r: r.started_at or 0.0) if found else None
+
+    def running(self, flow: str, record: LocalDeployment) -> tuple[bool, Path]:
+        """Whether the flow's query runs (its application does and was not asked to stop it), and its log."""
+        app = ApplicationFolder(Path(record.folder).parent) if record.folder else self.folder(str(record.application))
+        folder = app.flow(flow)
+        live = self.process(app).running and FlowRequest.read(folder) is not None
+        state = read_report(folder.status).get("state")
+        return live and state != "stopped", app.log
