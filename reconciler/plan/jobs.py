@@ -27,6 +27,7 @@ from reconciler.core.policy.filters import eos_group
 from reconciler.errors import Diagnostic
 from reconciler.jobcontract.spec import EffectiveSpec, eos_flow_for
 from reconciler.live.model import LiveState
+from reconciler.plan.applications import application_effect
 from reconciler.plan.definition import Action, JobChange
 from reconciler.plan.forms import EosGroup, JobForm, JobObserved, JobOperation
 from reconciler.plan.topics import TopicPlan
@@ -137,12 +138,13 @@ def plan_jobs(
                 spec=EffectiveSpec.model_validate(spec),  # noqa: B023
                 **({"moved_from": moved_from} if moved_from is not None else {}),
             )
+            effect = application_effect(desired, flow, operation, (last or {}).get("spec"), spec)  # noqa: B023
             return JobChange(
                 address=address,  # noqa: B023
                 action=action,
                 before=before,  # noqa: B023
                 after=after,
-                reason=reason + where,  # noqa: B023
+                reason=reason + where + effect,  # noqa: B023
             )
 
         old = renamed.get(flow.name)

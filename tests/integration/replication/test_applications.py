@@ -1,0 +1,187 @@
+"""Many flows, one Spark application (`spark.application`), run for real through `kmirror apply`.
+
+Three flows of one cluster pair, each with its own topic family, run as queries of one application (one driver
+process). While records stream into all three, flow b's topics change and the file is applied again: the plan row
+says that b restarts and a and c keep running; the application's process stays the same, only b's query starts
+again (its status record is new, a's and c's are the ones they started with), and a's and c's records keep
+arriving on the target throughout, with no pause longer than one checkpoint interval, none lost and none twice.
+b copies its new topic too. A plan in a fresh copy of the folder then finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from reconciler.jobcontract.job_report import read_report
+from reconciler.runners import LocalRunner
+from reconciler.spec.loader import load_text
+from tests.conftest import KafkaCluster
+from tests.integration.replication.conftest import SequenceProducer, create_topic, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+INTERVAL_SECONDS = 5.0  # real-time mode's checkpoint interval here (its minimum): the longest pause allowed
+
+
+def kmirror(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=400
+    )
+
+
+def write(folder: Path, source: KafkaCluster, target: KafkaCluster, tag: str, b_topics: str) -> Path:
+    path = folder / "kmirror.yaml"
+    flows = ""
+    for name, include in (("a", f"apa{tag}\\\\..*"), ("b", b_topics), ("c", f"apc{tag}\\\\..*")):
+        flows += f"""
+  - name: {name}
+    source: src{tag}
+    target: dst{tag}
+    topics: {{include: ["{include}"]}}
+    sync: {{acls: false, group_offsets: false}}
+    heartbeats: {{enabled: false}}
+"""
+    path.write_text(f"""
+version: 1
+clusters:
+  src{tag}: {{bootstrap_servers: "{source.bootstrap_servers}"}}
+  dst{tag}: {{bootstrap_servers: "{target.bootstrap_servers}"}}
+state: {{cluster: dst{tag}, topic: "_kmirror.state.apps-{tag}"}}
+spark:
+  deploy: local
+  application: fleet
+  checkpoint_root: checkpoints
+  conf: {{spark.kmirror.triggerInterval: "5 seconds", spark.kmirror.realtimeTasks: "1", spark.driver.memory: 768m}}
+flows:{flows}""")
+    return path
+
+
+class Arrivals:
+    """Reads remote topics from their start in a thread and keeps, per topic, when each record arrived here."""
+
+    def __init__(self, cluster: KafkaCluster, topics: dict[str, int]) -> None:
+        self.times: dict[str, list[float]] = {t: [] for t in topics}
+        self._consumer = Consumer(cluster.config(**{"group.id": f"arrivals-{uuid.uuid4().hex}"}))
+        self._consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Arrivals:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._consumer.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self._consumer.consume(1000, timeout=0.1):
+                if message.error() is None:
+                    self.times[message.topic()].append(time.monotonic())
+
+    def longest_pause(self, topic: str, start: float, end: float) -> float:
+        """The longest time between two arrivals (or the window's ends) within [start, end]."""
+        marks = [start, *(t for t in self.times[topic] if start <= t <= end), end]
+        return max(b - a for a, b in itertools.pairwise(marks))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    # Tear down: stop the application's flows (each query gracefully; the last one ends the driver).
+    job = tmp_path / "kmirror.yaml"
+    if job.is_file():
+        desired = load_text(job.read_text()).state.with_source_path(job)
+        runner = LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic, stop_timeout=60)
+        for name in ("a", "b", "c"):
+            with contextlib.suppress(Exception):
+                runner.stop(name)
+        process = runner.apps.process(runner.apps.folder("fleet"))
+        if process.running and process.pid is not None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(900)
+def test_a_change_to_one_flow_restarts_only_its_query(source: KafkaCluster, target: KafkaCluster, folder: Path) -> None:
+    tag = uuid.uuid4().hex[:6]
+    topics = {name: f"ap{name}{tag}.one" for name in "abc"}
+    for topic in topics.values():
+        create_topic(source, topic, 2)
+    create_topic(source, f"apb{tag}.two", 1)
+    spec = write(folder, source, target, tag, f"apb{tag}\\\\.one")
+
+    desired = load_text(spec.read_text()).state
+    remotes = {name: desired.flow(name).remote_topic(topic) for name, topic in topics.items()}
+    producers = {name: SequenceProducer(source, topic, 2, per_round=10) for name, topic in topics.items()}
+    for producer in producers.values():
+        producer.__enter__()
+    try:
+        applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        runner = LocalRunner(folder, load_text(spec.read_text()).state.spark, state_topic=f"_kmirror.state.apps-{tag}")
+        jobs = {name: runner.job(name) for name in "abc"}
+        assert all(j is not None and j.running and j.application == "fleet" for j in jobs.values()), jobs
+        pids = {j.pid for j in jobs.values() if j is not None}
+        assert len(pids) == 1, f"the three flows run in one application process, found {pids}"
+        started = {name: read_report(j.folder / "status.json").get("started_at") for name, j in jobs.items() if j}
+
+        with Arrivals(target, {t: 2 for t in remotes.values()}) as arrivals:
+            wait_for(
+                "every flow's records on the target",
+                lambda: all(len(arrivals.times[t]) > 50 for t in remotes.values()),
+                timeout=240,
+            )
+            spec = write(folder, source, target, tag, f"apb{tag}\\\\..*")
+            plan = kmirror("plan", "-f", str(spec), cwd=folder)
+            assert plan.returncode == 0, plan.stdout + plan.stderr
+            assert "in application fleet: flow b restarts, flows a and c keep running" in plan.stdout, plan.stdout
+            window_start = time.monotonic()
+            applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
+            assert applied.returncode == 0, applied.stdout + applied.stderr
+            time.sleep(INTERVAL_SECONDS)
+            window_end = time.monotonic()
+            pauses = {name: arrivals.longest_pause(remotes[name], window_start, window_end) for name in "ac"}
+
+        after = {name: runner.job(name) for name in "abc"}
+        assert {j.pid for j in after.values() if j is not None} == pids, "the application process was replaced"
+        restarted = {
+            name: read_report(j.folder / "status.json").get("started_at") != started[name]
+            for name, j in after.items()
+            if j is not None
+        }
+        assert restarted == {"a": False, "b": True, "c": False}, restarted
+        for name in "ac":
+            assert pauses[name] <= INTERVAL_SECONDS, f"flow {name} paused {pauses[name]:.1f}s during b's restart"
+    finally:
+        for producer in producers.values():
+            producer.__exit__(None, None, None)
+
+    for name in "ac":
+        records, duplicates = producers[name].check(target, remotes[name])
+        assert duplicates == 0, f"flow {name}: {duplicates} of {records} records copied twice"
+    records, _ = producers["b"].check(target, remotes["b"])  # b restarted: at least once, nothing lost
+    assert records > 0
+    two = desired.flow("b").remote_topic(f"apb{tag}.two")
+    wait_for("b's new topic on the target", lambda: two in AdminClient(target.config()).list_topics(timeout=10).topics)
+
+    fresh = folder.parent / f"{folder.name}-fresh"
+    shutil.copytree(folder, fresh, ignore=shutil.ignore_patterns("checkpoints"))
+    drift = kmirror("plan", "-f", str(fresh / "kmirror.yaml"), "--detailed-exitcode", cwd=fresh)
+    assert drift.returncode == 0, drift.stdout + drift.stderr

@@ -1,0 +1,117 @@
+"""Many flows, one Spark application: the keys (`spark.application`, `flows[].spark.application`), the digests an
+upgrade must keep, the plan rows that say what a change does to the other flows, the folder contract between the
+runner and the application's driver, and the driver's reconciliation of what runs against what is requested."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import KmirrorError
+from reconciler.jobcontract.application import FlowRequest, application_folder
+from reconciler.plan.applications import application_effect
+from reconciler.replication.application import Reconciliation, reconcile
+from reconciler.spec.loader import load_text
+from reconciler.spec.models import DesiredState
+
+pytestmark = pytest.mark.unit
+
+
+def _state(spark: str = "", flows: dict[str, str] | None = None) -> DesiredState:
+    flows = flows if flows is not None else {"a": "", "b": "", "c": ""}
+    body = "".join(
+        f"  - name: {name}\n    source: src\n    target: dst\n    topics: {{include: ['{name}\\\\..*']}}\n"
+        + (f"    {extra}\n" if extra else "")
+        for name, extra in flows.items()
+    )
+    spark_block = spark if "deploy:" in spark else "deploy: local\n" + spark
+    text = f"""
+version: 1
+clusters:
+  src: {{bootstrap_servers: "127.0.0.1:1"}}
+  dst: {{bootstrap_servers: "127.0.0.1:2"}}
+state: {{cluster: dst}}
+spark:
+{textwrap.indent(spark_block, "  ")}
+flows:
+{body}"""
+    return load_text(text).state
+
+
+def test_flows_name_their_application_globally_or_each() -> None:
+    ds = _state("application: fleet", {"a": "", "b": "spark: {application: other}", "c": ""})
+    assert [ds.application_of(f) for f in ds.flows] == ["fleet", "other", "fleet"]
+    assert _state().application_of(_state().flows[0]) is None
+
+
+def test_a_flow_in_an_application_of_its_own_keeps_its_digest_after_the_upgrade() -> None:
+    """The effective spec has no application key unless one is set: existing deployments are not redeployed."""
+    ds = _state()
+    assert "application" not in ds.flow_effective_spec("a")["spark"]
+    assert "spark" not in ds.flow_effective_spec("a")["flow"]
+    grouped = _state("application: fleet")
+    assert grouped.flow_effective_spec("a")["spark"]["application"] == "fleet"
+    assert grouped.flow_digest("a") != ds.flow_digest("a")  # moving into an application moves its query
+
+
+def test_a_bad_application_name_is_refused_with_where_it_is() -> None:
+    with pytest.raises(KmirrorError) as err:
+        _state("application: 'two words'")
+    assert "application" in str(err.value) and "two words" in str(err.value)
+
+
+def test_other_runners_refuse_an_application_for_now() -> None:
+    spark = 'deploy: standalone\nmaster: "spark://h:7077"\ncheckpoint_root: /shared/cp\napplication: fleet'
+    with pytest.raises(KmirrorError, match="needs deploy 'local' for now"):
+        _state(spark)
+
+
+def test_the_plan_says_only_the_changed_flow_restarts() -> None:
+    ds = _state("application: fleet")
+    spec = ds.flow_effective_spec("b")
+    said = application_effect(ds, ds.flow("b"), "redeploy", spec, spec)
+    assert said == "; in application fleet: flow b restarts, flows a and c keep running"
+
+
+def test_the_plan_says_the_application_redeploys_when_its_settings_change() -> None:
+    before = _state("application: fleet").flow_effective_spec("b")
+    ds = _state("application: fleet\nconf: {spark.driver.memory: 2g}")
+    said = application_effect(ds, ds.flow("b"), "redeploy", before, ds.flow_effective_spec("b"))
+    assert said == "; application fleet redeploys (its Spark settings changed): flows a, b and c restart"
+
+
+def test_the_plan_says_a_flow_moves_into_an_application() -> None:
+    before = _state().flow_effective_spec("b")
+    ds = _state("application: fleet")
+    said = application_effect(ds, ds.flow("b"), "redeploy", before, ds.flow_effective_spec("b"))
+    assert said == "; moves into application fleet on its checkpoint, flows a and c keep running"
+    assert application_effect(_state(), _state().flow("b"), "redeploy", before, before) == ""
+
+
+def test_reconcile_restarts_only_the_changed_flow_and_waits_for_a_stopping_one() -> None:
+    running = {"a": "d1", "b": "d1", "c": "d1"}
+    todo = reconcile(running, set(), {"a": "d1", "b": "d2", "c": "d1"})
+    assert (todo.stop, todo.start) == (("b",), ())
+    # b still stopping: no second stop, and no start on its checkpoint until its query ended
+    assert reconcile(running, {"b"}, {"a": "d1", "b": "d2", "c": "d1"}) == Reconciliation((), ())
+    ended = {"a": "d1", "c": "d1"}
+    assert reconcile(ended, set(), {"a": "d1", "b": "d2", "c": "d1"}).start == ("b",)
+    assert reconcile(running, set(), {"a": "d1", "c": "d1"}).stop == ("b",)
+
+
+def test_the_folder_holds_one_request_per_flow_and_a_stop_request_withdraws_it(tmp_path: Path) -> None:
+    app = application_folder(tmp_path, "fleet")
+    for name in ("a", "b"):
+        folder = app.flow(name)
+        folder.path.mkdir(parents=True)
+        folder.spec.write_text("{}")
+        FlowRequest(name, folder, f"sha256:{name}", f"/cp/{name}", resume_from_syncs=name == "b").write()
+    assert {n: (r.digest, r.resume_from_syncs) for n, r in app.requests().items()} == {
+        "a": ("sha256:a", False),
+        "b": ("sha256:b", True),
+    }
+    app.flow("a").stop.write_text("stop")
+    assert list(app.requests()) == ["b"]
+    assert app.path == tmp_path / "_apps" / "fleet"
