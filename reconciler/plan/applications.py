@@ -52,3 +52,15 @@ def application_effect(
     if moved_in:
         return f"; moves into application {application} on its checkpoint{keep}"
     return f"; in application {application}: flow {flow.name} restarts{keep}"
+
+
+def stop_effect(desired: DesiredState, flow: str, last_spec: Mapping[str, Any] | None) -> str:
+    """`; only its query in application X stops, flows a and c keep running` for a stopped flow that ran in an
+    application (as the state recorded it); "" otherwise."""
+    spark = (last_spec or {}).get("spark")
+    application = spark.get("application") if isinstance(spark, Mapping) else None
+    if not isinstance(application, str):
+        return ""
+    others = [name for name in members(desired, application) if name != flow]
+    keep = f", {_names(others)} keep{'s' if len(others) == 1 else ''} running" if others else ""
+    return f"; only its query in application {application} stops{keep}"

@@ -27,7 +27,7 @@ from reconciler.core.policy.filters import eos_group
 from reconciler.errors import Diagnostic
 from reconciler.jobcontract.spec import EffectiveSpec, eos_flow_for
 from reconciler.live.model import LiveState
-from reconciler.plan.applications import application_effect
+from reconciler.plan.applications import application_effect, stop_effect
 from reconciler.plan.definition import Action, JobChange
 from reconciler.plan.forms import EosGroup, JobForm, JobObserved, JobOperation
 from reconciler.plan.topics import TopicPlan
@@ -227,7 +227,8 @@ def plan_jobs(
                     if removed
                     else "flow disabled: stop the job gracefully (finishes the batch in flight); enabled again, it "
                     "resumes from its checkpoint"
-                ),
+                )
+                + stop_effect(desired, name, (recorded.get(address) or {}).get("spec")),
             )
         )
     return out

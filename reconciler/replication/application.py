@@ -193,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(scrubbing_log_filter())
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback of every flow's listener otherwise
     driver = ApplicationDriver(ApplicationFolder(args.folder))
     try:
         return driver.run()

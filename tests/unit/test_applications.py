@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.application import FlowRequest, application_folder
-from reconciler.plan.applications import application_effect
+from reconciler.plan.applications import application_effect, stop_effect
 from reconciler.replication.application import Reconciliation, reconcile
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
@@ -88,6 +88,13 @@ def test_the_plan_says_a_flow_moves_into_an_application() -> None:
     said = application_effect(ds, ds.flow("b"), "redeploy", before, ds.flow_effective_spec("b"))
     assert said == "; moves into application fleet on its checkpoint, flows a and c keep running"
     assert application_effect(_state(), _state().flow("b"), "redeploy", before, before) == ""
+
+
+def test_the_plan_says_a_stopped_flow_stops_only_its_query() -> None:
+    last = _state("application: fleet").flow_effective_spec("b")
+    ds = _state("application: fleet", {"a": "", "b": "enabled: false", "c": ""})
+    assert stop_effect(ds, "b", last) == "; only its query in application fleet stops, flows a and c keep running"
+    assert stop_effect(ds, "b", _state().flow_effective_spec("b")) == ""
 
 
 def test_reconcile_restarts_only_the_changed_flow_and_waits_for_a_stopping_one() -> None:
