@@ -3,7 +3,8 @@ a thread of the application's driver, on the application's Spark session.
 
 Everything per flow stays the flow's: its checkpoint (the path its own job would use, so a flow moving into or out of
 an application resumes where it was), its status file (`status.json` in the flow's sub-folder), its metrics
-endpoint (its own port, 0 picks one; a fixed `spark.kmirror.metricsPort` serves the application's first flow only),
+endpoint (a free port of its own, written to its status.json: a fixed `spark.kmirror.metricsPort` cannot serve
+several flows; -1 still turns the endpoints off),
 its heartbeats, checkpoints and remote-topic keeper, the supervision of its query (a failed query is restarted
 alone, `ReplicationJob.run`'s policy). What differs from a job of its own:
 
