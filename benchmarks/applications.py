@@ -55,7 +55,7 @@ def _write_spec(folder: Path, src: str, dst: str, flows: list[str], application:
     doc = {
         "version": 1,
         "clusters": {"src": {"bootstrap_servers": src}, "dst": {"bootstrap_servers": dst}},
-        "state": {"cluster": "dst", "topic": f"_kmirror.state.{folder.name}"},
+        "state": {"cluster": "dst", "topic": "_kmirror.state.bench-apps"},
         "spark": spark,
         "flows": [
             {
@@ -124,8 +124,8 @@ def _job_pgids(folder: Path, flows: list[str]) -> set[int]:
 def _arm(
     work: Path, label: str, src: str, dst: str, flows: list[str], application: str | None, seconds: float
 ) -> dict[str, Any]:
-    folder = work / label
-    folder.mkdir()
+    folder = work / "flows"  # one folder and state topic for every arm: the remote topics stay kmirror's
+    folder.mkdir(exist_ok=True)
     _write_spec(folder, src, dst, flows, application, True)
     started = time.monotonic()
     _kmirror(folder, "apply", "--auto-approve")
@@ -148,8 +148,10 @@ def _arm(
     load_after = os.getloadavg()
     _write_spec(folder, src, dst, flows, application, False)
     _kmirror(folder, "apply", "--auto-approve")  # stops the jobs
+    report_label = label
     mib = 1024 * 1024
     return {
+        "arm": report_label,
         "flows": len(flows),
         "application": application,
         "processes_groups": len(pgids),

@@ -55,6 +55,12 @@ class HostedFlow(ReplicationJob):
         self._server: Any = None
         self._listener: Any = None
 
+    def run(self) -> int:
+        try:
+            return super().run()
+        finally:  # also when it failed before its query ran: its listener and endpoint go with it
+            self._end_session(self._shared)
+
     def stop(self) -> None:
         """Ask the query to stop gracefully (the running batch finishes; real-time mode stops at its interval)."""
         self._on_signal(0, None)
@@ -71,13 +77,15 @@ class HostedFlow(ReplicationJob):
         pass  # the application's driver owns the signals and stops each flow
 
     def _end_session(self, spark: Any) -> None:
-        if self._listener is not None:
+        listener, self._listener = self._listener, None
+        server, self._server = self._server, None
+        if listener is not None:
             with contextlib.suppress(Exception):
-                spark.streams.removeListener(self._listener)
-        if self._server is not None:
+                spark.streams.removeListener(listener)
+        if server is not None:
             with contextlib.suppress(Exception):
-                self._server.shutdown()
-                self._server.server_close()
+                server.shutdown()
+                server.server_close()
 
     def _place(self, partitions: int, slots_now: int | None = None) -> Placement:
         spark = self.spec.spark

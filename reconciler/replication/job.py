@@ -202,6 +202,9 @@ class ReplicationJob(QueryStart):
         except Superseded as exc:
             background_stop.set()
             return self._stop_superseded(spark, exc.newer)
+        except Exception:
+            background_stop.set()  # the topic keeper ends with it (an application's flow is started again later)
+            raise
         self.status.update(state="running", app_id=spark.sparkContext.applicationId, query_id=str(query.id))
         heartbeats = None
         if flow.heartbeats.enabled:
