@@ -107,11 +107,13 @@ def _tree_rss(pgids: set[int]) -> int:
 
 
 def _job_pgids(folder: Path, flows: list[str]) -> set[int]:
+    from reconciler.jobcontract.layout import local_state_keys
     from reconciler.runners import LocalRunner
     from reconciler.spec.loader import load_desired_state
 
     desired = load_desired_state(folder / "kmirror.yaml")
-    runner = LocalRunner(folder, desired.spark, state_topic=desired.state.topic)
+    (key,) = local_state_keys(desired.state.topic)  # `<state topic>@<state cluster id>`
+    runner = LocalRunner(folder, desired.spark, state_topic=desired.state.topic, state_key=key)
     pids = set()
     for name in flows:
         job = runner.job(name)
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     from reconciler.devenv import kafka_local
 
     work = Path(tempfile.mkdtemp(prefix="kmirror-bench-apps-"))
+    os.environ["KMIRROR_HOME"] = str(work / "home")  # this run's job folders only (kmirror and the jobs inherit it)
     src_home, dst_home = work / "src", work / "dst"
     src = kafka_local.start("src", KAFKA_SOURCE_VERSION, src_home)
     dst = kafka_local.start("dst", KAFKA_TARGET_VERSION, dst_home)

@@ -165,6 +165,9 @@ class LocalRunner:
             if application_of(previous) != spec.spark.application:
                 self.stop(flow)  # its own job, or its query in another application: it moves, on its checkpoint
             return self.apps.deploy(flow, spec, spec_digest, previous)
+        if application_of(previous) is not None:  # moving out of an application: its query stops there first, and
+            self.stop(flow)  # the flow's own job gets this state's keyed folder, not the application's sub-folder
+            self.deployments.pop(flow, None)
         job_spec = JobSpec.for_deploy(flow, spec, spec_digest, self.base_dir, self.state_topic, previous)
         spark = job_spec.spark
         folder = self.folder(flow)

@@ -109,7 +109,7 @@ class LocalApplications:
         folder = app.flow(flow)
         job_spec = JobSpec.for_deploy(flow, spec, spec_digest, runner.base_dir, runner.state_topic, previous)
         root = CheckpointRoot.parse(job_spec.spark.checkpoint_root, runner.base_dir)
-        checkpoint = checkpoint_for(flow, root, runner.state_topic, previous)
+        checkpoint = checkpoint_for(flow, root, runner.state_key, previous)
         if "://" not in checkpoint:
             Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
         app_digest = application_digest(spec)
