@@ -47,6 +47,9 @@ def placement_of(desired: DesiredState, flow: FlowSpec, live: LiveState | None) 
     source = live.cluster(flow.source)
     partitions = sum(source.topics[t].partitions for t in flow.remote_topics(source.topics) if t in source.topics)
     spark = desired.spark
+    if desired.application_of(flow) is not None:  # a query among others: its own tasks, the application's master
+        shared = choose_placement(deploy=spark.deploy, master=None, conf=dict(spark.conf), partitions=partitions)
+        return Placement(shared.mode, None, shared.reason, tasks=shared.tasks)
     return choose_placement(deploy=spark.deploy, master=spark.master, conf=dict(spark.conf), partitions=partitions)
 
 

@@ -13,6 +13,9 @@ from reconciler.errors import KmirrorError
 from reconciler.jobcontract.application import FlowRequest, application_folder
 from reconciler.plan.applications import application_effect, stop_effect
 from reconciler.replication.application import Reconciliation, reconcile
+from reconciler.resources.deployments import LocalDeployment, deployment_of
+from reconciler.runners import LocalRunner
+from reconciler.runners.common import HOST, read_json, write_json
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
 
@@ -122,3 +125,24 @@ def test_the_folder_holds_one_request_per_flow_and_a_stop_request_withdraws_it(t
     app.flow("a").stop.write_text("stop")
     assert list(app.requests()) == ["b"]
     assert app.path == tmp_path / "_apps" / "fleet"
+
+
+def test_the_runner_finds_a_flow_of_an_application_from_this_hosts_folders(tmp_path: Path) -> None:
+    """A checkout without the state record still sees the flow in its application's folder; its stop leaves a stop
+    request for the application (only this flow's query) and marks the record stopped."""
+    runner = LocalRunner(tmp_path, state_topic="_kmirror.state", state_key="_kmirror.state@c1", root=tmp_path)
+    folder = runner.apps.folder("fleet").flow("b")
+    folder.path.mkdir(parents=True)
+    folder.spec.write_text("{}")
+    record = LocalDeployment(flow="b", host=HOST, pid=2**22 + 7, digest="sha256:b", folder=str(folder.path),
+                             checkpoint=str(tmp_path / "cp"), started_at=1.0, application="fleet")  # fmt: skip
+    write_json(folder.runner, record.model_dump(mode="json"))
+    assert runner.apps.folder("fleet").path == tmp_path / "jobs" / "_kmirror.state@c1" / "_apps" / "fleet"
+    assert set(runner.status().jobs) == {"b"}
+    job = runner.job("b")
+    assert job is not None and job.application == "fleet" and not job.running
+    assert job.log == runner.apps.folder("fleet").log
+    runner.stop("b")
+    assert folder.stop.is_file()
+    written = deployment_of(read_json(folder.runner))
+    assert isinstance(written, LocalDeployment) and written.stopped_at is not None and written.application == "fleet"
