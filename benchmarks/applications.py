@@ -90,20 +90,23 @@ def _produce(bootstrap: str, topics: list[str], partitions: int, rate: int, stop
     producer.flush(30)
 
 
-def _tree_rss(pgids: set[int]) -> int:
-    """Resident bytes of every process in the process groups `pgids` (each job is a session of its own)."""
-    total = 0
+def _tree_rss(pgids: set[int]) -> dict[str, int]:
+    """Resident bytes of every process in the process groups `pgids` (each job is a session of its own), by the
+    process's command name (`java`: the driver JVM; `python...`: the driver's Python; `bash`: spark-submit)."""
+    by_command: dict[str, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            pgrp = int(stat.read_text().rpartition(")")[2].split()[2])
+            text = stat.read_text()
+            pgrp = int(text.rpartition(")")[2].split()[2])
             if pgrp not in pgids:
                 continue
+            command = text[text.index("(") + 1 : text.rindex(")")]
             for line in (stat.parent / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+                    by_command[command] = by_command.get(command, 0) + int(line.split()[1]) * 1024
         except (OSError, ValueError, IndexError):
             continue
-    return total
+    return by_command
 
 
 def _job_pgids(folder: Path, flows: list[str]) -> set[int]:
@@ -142,10 +145,14 @@ def _arm(
     first_records_s = time.monotonic() - started
     pgids = _job_pgids(folder, flows)
     load_before = os.getloadavg()
-    samples = []
+    samples: list[int] = []
+    parts: dict[str, list[int]] = {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        samples.append(_tree_rss(pgids))
+        found = _tree_rss(pgids)
+        samples.append(sum(found.values()))
+        for command, rss in found.items():
+            parts.setdefault(command, []).append(rss)
         time.sleep(1)
     load_after = os.getloadavg()
     _write_spec(folder, src, dst, flows, application, False)
@@ -161,6 +168,7 @@ def _arm(
         "all_flows_copying_s": round(first_records_s, 1),
         "rss_mib_median": round(statistics.median(samples) / mib, 1),
         "rss_mib_peak": round(max(samples) / mib, 1),
+        "rss_mib_median_by_process": {c: round(statistics.median(v) / mib, 1) for c, v in sorted(parts.items())},
         "samples": len(samples),
         "loadavg_before": load_before,
         "loadavg_after": load_after,
