@@ -33,6 +33,9 @@ from typing import Any
 
 from benchmarks.replication.common import total_end_offsets
 
+#: `--driver-memory`: the same `spark.driver.memory` in every arm (None: kmirror's default, 1g).
+DRIVER_MEMORY: str | None = None
+
 
 def _kmirror(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
@@ -50,6 +53,8 @@ def _kmirror(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _write_spec(folder: Path, src: str, dst: str, flows: list[str], application: str | None, enabled: bool) -> None:
     spark: dict[str, Any] = {"deploy": "local", "checkpoint_root": "checkpoints"}
+    if DRIVER_MEMORY:
+        spark["conf"] = {"spark.driver.memory": DRIVER_MEMORY}
     if application:
         spark["application"] = application
     doc = {
@@ -182,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=200, help="records per second into each flow's topic")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each arm's RSS is sampled")
     parser.add_argument("--separate", action="store_true", help="also run the N flows as N applications")
+    parser.add_argument("--driver-memory", default=None, help="spark.driver.memory of every arm (default: 1g)")
     parser.add_argument("-o", "--output", type=Path, default=None)
     args = parser.parse_args(argv)
+    global DRIVER_MEMORY
+    DRIVER_MEMORY = args.driver_memory
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -205,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         target=_produce, args=(src.bootstrap_servers, topics, args.partitions, args.rate, stop), daemon=True
     )
     producer.start()
-    report: dict[str, Any] = {"flows": args.flows, "partitions_per_flow": args.partitions, "rate_per_flow": args.rate}
+    report: dict[str, Any] = {
+        "flows": args.flows,
+        "partitions_per_flow": args.partitions,
+        "rate_per_flow": args.rate,
+        "driver_memory": args.driver_memory or "1g (default)",
+    }
     try:
         s, d = src.bootstrap_servers, dst.bootstrap_servers
         report["one_flow"] = _arm(work, "one", s, d, flows[:1], None, args.seconds)
