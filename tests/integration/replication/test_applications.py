@@ -45,12 +45,22 @@ def kmirror(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def write(folder: Path, source: KafkaCluster, target: KafkaCluster, tag: str, b_topics: str) -> Path:
+def write(
+    folder: Path,
+    source: KafkaCluster,
+    target: KafkaCluster,
+    tag: str,
+    b_topics: str,
+    *,
+    backoff: str = "30000",
+    disabled: str = "",
+) -> Path:
     path = folder / "kmirror.yaml"
     flows = ""
     for name, include in (("a", f"apa{tag}\\\\..*"), ("b", b_topics), ("c", f"apc{tag}\\\\..*")):
         flows += f"""
   - name: {name}
+    enabled: {"false" if name == disabled else "true"}
     source: src{tag}
     target: dst{tag}
     topics: {{include: ["{include}"]}}
@@ -67,7 +77,8 @@ spark:
   deploy: local
   application: fleet
   checkpoint_root: checkpoints
-  conf: {{spark.kmirror.triggerInterval: "5 seconds", spark.kmirror.realtimeTasks: "1", spark.driver.memory: 768m}}
+  conf: {{spark.kmirror.triggerInterval: "5 seconds", spark.kmirror.realtimeTasks: "1", spark.driver.memory: 768m,
+          spark.kmirror.restartBackoffMaxMs: "{backoff}"}}
 flows:{flows}""")
     return path
 
@@ -192,4 +203,56 @@ def test_a_change_to_one_flow_restarts_only_its_query(source: KafkaCluster, targ
     fresh = folder.parent / f"{folder.name}-fresh"
     shutil.copytree(folder, fresh, ignore=shutil.ignore_patterns("checkpoints"))
     drift = kmirror("plan", "-f", str(fresh / "kmirror.yaml"), "--detailed-exitcode", cwd=fresh)
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+
+
+@pytest.mark.timeout(900)
+def test_the_applications_own_settings_redeploy_it_and_a_disabled_flow_stops_alone(
+    source: KafkaCluster, target: KafkaCluster, folder: Path
+) -> None:
+    """A change to the `spark:` section restarts the application (a new driver process) and every flow resumes in
+    it, nothing lost; disabling one flow then stops only its query, in the same process."""
+    tag = uuid.uuid4().hex[:6]
+    topics = {name: f"ap{name}{tag}.one" for name in "abc"}
+    for topic in topics.values():
+        create_topic(source, topic, 2)
+    spec = write(folder, source, target, tag, f"apb{tag}\\\\..*")
+    desired = load_text(spec.read_text()).state
+    remotes = {name: desired.flow(name).remote_topic(topic) for name, topic in topics.items()}
+    state_topic = f"_kmirror.state.apps-{tag}"
+    with contextlib.ExitStack() as stack:
+        producers = {
+            name: stack.enter_context(SequenceProducer(source, topic, 2, per_round=10))
+            for name, topic in topics.items()
+        }
+        applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        (key,) = local_state_keys(state_topic)
+        runner = LocalRunner(folder, desired.spark, state_topic=state_topic, state_key=key)
+        first = {runner.job(name).pid for name in "abc"}  # type: ignore[union-attr]
+        assert len(first) == 1
+
+        spec = write(folder, source, target, tag, f"apb{tag}\\\\..*", backoff="20000")
+        plan = kmirror("plan", "-f", str(spec), cwd=folder)
+        assert "application fleet redeploys (its Spark settings changed): flows a, b and c restart" in plan.stdout, (
+            plan.stdout
+        )
+        applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        jobs = {name: runner.job(name) for name in "abc"}
+        assert all(j is not None and j.running for j in jobs.values()), jobs
+        second = {j.pid for j in jobs.values() if j is not None}
+        assert len(second) == 1 and second != first, (first, second)
+
+        spec = write(folder, source, target, tag, f"apb{tag}\\\\..*", backoff="20000", disabled="a")
+        plan = kmirror("plan", "-f", str(spec), cwd=folder)
+        assert "only its query in application fleet stops, flows b and c keep running" in plan.stdout, plan.stdout
+        applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        jobs = {name: runner.job(name) for name in "abc"}
+        assert [name for name, j in jobs.items() if j is not None and j.running] == ["b", "c"], jobs
+        assert {jobs["b"].pid, jobs["c"].pid} == second  # type: ignore[union-attr]
+    for name in "bc":  # the stack stopped the producers: every record of the running flows arrives, in order
+        producers[name].check(target, remotes[name])
+    drift = kmirror("plan", "-f", str(spec), "--detailed-exitcode", cwd=folder)
     assert drift.returncode == 0, drift.stdout + drift.stderr
