@@ -3,6 +3,7 @@ package io.kmirror.replication;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -76,6 +77,8 @@ final class TransactionalLane {
     private static final AtomicLong SUPERSEDED_BY = new AtomicLong();
     private static final long CLOSE_TIMEOUT_MS = 5_000L;
     private static final long ADMIN_TIMEOUT_S = 60L;
+    /** Rows queued per lane during a commit before the task waits for it (bounds the memory a slow commit holds). */
+    private static final int MAX_QUEUED = 10_000;
     private static volatile ScheduledExecutorService timer;
     private static volatile ExecutorService committers;
 
@@ -99,6 +102,8 @@ final class TransactionalLane {
     private final Map<String, String> settings;
     private final ReentrantLock lock = new ReentrantLock();
     private final AtomicBoolean committing = new AtomicBoolean();
+    /** Rows a task handed over while the lane was committing (guarded by itself), sent first once it is done. */
+    private final ArrayDeque<Pending> queued = new ArrayDeque<>();
     private final SourceSyncs sourceSyncs;
     private KafkaProducer<byte[], byte[]> producer;
     /** Translates schema ids (flows with sync.schemas; see SchemaIds); null: records are copied unchanged. */
@@ -109,8 +114,8 @@ final class TransactionalLane {
     private String topicId;
     /** Next source offset to write; -1 while the group has none (nothing is skipped then). */
     private long next = -1L;
-    private boolean open;
-    private long openedAt;
+    private volatile boolean open;
+    private volatile long openedAt;
     private final List<long[]> pendingOffsets = new ArrayList<>();
     private final List<Future<RecordMetadata>> pendingAcks = new ArrayList<>();
     private final OffsetSyncRule rule;
@@ -245,6 +250,12 @@ final class TransactionalLane {
         lock.lock();
         try {
             check();
+            try {
+                drainLocked(); // the rows before this one go first, as they would have without a commit running
+            } catch (RuntimeException e) {
+                fail(e);
+                throw e;
+            }
             String now = sourceTopicId();
             if (topicId != null && now != null && !topicId.equals(now)) {
                 report(source + " was deleted and created again while the job ran (topic id " + topicId + " -> "
@@ -254,7 +265,7 @@ final class TransactionalLane {
                 next = -1L;
             }
         } finally {
-            lock.unlock();
+            release(true);
         }
     }
 
@@ -327,41 +338,117 @@ final class TransactionalLane {
         return props;
     }
 
-    /** One row: skipped when the target already has it, else sent in the open transaction. */
+    /**
+     * One row: skipped when the target already has it, else sent in the open transaction. The task thread never
+     * waits for a commit: while the lane's commit runs (on a pool thread), the row is queued and the lane sends it,
+     * in source order, in its next transaction as soon as the commit is done. A transaction is due once it is
+     * transaction.interval.ms old; the write that finds it due hands its commit to the pool.
+     */
     void write(long sourceOffset, long timestamp, byte[] key, byte[] value, List<Header> headers) {
-        lock.lock();
+        check();
+        if (!lock.tryLock()) {
+            if (queue(new Pending(sourceOffset, timestamp, key, value, headers))) {
+                release(false); // the commit may have ended meanwhile: send the queue now if the lane is free
+                return;
+            }
+            lock.lock(); // the queue is full (a commit that takes long): the task waits for it
+        }
         try {
             check();
-            if (sourceOffset < next) {
-                return; // in a committed transaction already (or sent in this one): Spark replays it
-            }
             try {
-                if (!open) {
-                    producer.beginTransaction();
-                    open = true;
-                    openedAt = System.currentTimeMillis();
-                }
-                Long ts = timestamp >= 0 ? timestamp : null;
-                if (schemaIds != null) {
-                    schemaIds.translate(remote.topic(), key, value);
-                }
-                Future<RecordMetadata> ack = producer.send(
-                        new ProducerRecord<>(remote.topic(), partition, ts, key, value, headers));
-                if (syncsTopic != null) {
-                    pendingOffsets.add(new long[] {sourceOffset});
-                    pendingAcks.add(ack);
-                }
-                next = sourceOffset + 1;
-                if (System.currentTimeMillis() - openedAt >= intervalMs) {
-                    commitLocked();
-                }
+                drainLocked();
+                sendLocked(sourceOffset, timestamp, key, value, headers, System.currentTimeMillis());
             } catch (RuntimeException e) {
                 fail(e);
                 throw e;
             }
         } finally {
+            release(true);
+        }
+        if (open && System.currentTimeMillis() - openedAt >= intervalMs) {
+            commitSoon();
+        }
+    }
+
+    private boolean queue(Pending row) {
+        synchronized (queued) {
+            if (queued.size() >= MAX_QUEUED) {
+                return false;
+            }
+            queued.add(row);
+            return true;
+        }
+    }
+
+    private boolean hasQueued() {
+        synchronized (queued) {
+            return !queued.isEmpty();
+        }
+    }
+
+    /** Sends the queued rows, in order, before anything newer (the lock is held). */
+    private void drainLocked() {
+        while (true) {
+            Pending row;
+            synchronized (queued) {
+                row = queued.poll();
+            }
+            if (row == null) {
+                return;
+            }
+            if (dropped) {
+                continue; // the lane failed: the task fails, its retry re-sends them
+            }
+            sendLocked(row.offset, row.timestamp, row.key, row.value, row.headers, row.at);
+        }
+    }
+
+    /**
+     * Unlocks (when held), then sends what a task queued while the lock was held: every holder checks the queue
+     * after unlocking and every writer tries the lock after queueing, so no row waits for a later event.
+     */
+    private void release(boolean held) {
+        if (held) {
             lock.unlock();
         }
+        while (hasQueued() && lock.tryLock()) {
+            try {
+                if (!dropped) {
+                    drainLocked();
+                } else {
+                    synchronized (queued) {
+                        queued.clear();
+                    }
+                }
+            } catch (RuntimeException e) {
+                report(transactionalId + ": a queued record was not sent; the task that wrote it fails and its "
+                        + "retry re-sends it: " + e);
+                fail(e);
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private void sendLocked(long sourceOffset, long timestamp, byte[] key, byte[] value, List<Header> headers, long at) {
+        if (sourceOffset < next) {
+            return; // in a committed transaction already (or sent in this one): Spark replays it
+        }
+        if (!open) {
+            producer.beginTransaction();
+            open = true;
+            openedAt = at;
+        }
+        Long ts = timestamp >= 0 ? timestamp : null;
+        if (schemaIds != null) {
+            schemaIds.translate(remote.topic(), key, value);
+        }
+        Future<RecordMetadata> ack = producer.send(new ProducerRecord<>(remote.topic(), partition, ts, key, value, headers));
+        if (syncsTopic != null) {
+            pendingOffsets.add(new long[] {sourceOffset});
+            pendingAcks.add(ack);
+        }
+        next = sourceOffset + 1;
     }
 
     /** Commit the open transaction (the task ended). Throws if the lane failed. */
@@ -370,13 +457,14 @@ final class TransactionalLane {
         try {
             check();
             try {
+                drainLocked();
                 commitLocked();
             } catch (RuntimeException e) {
                 fail(e);
                 throw e;
             }
         } finally {
-            lock.unlock();
+            release(true);
         }
     }
 
@@ -496,6 +584,9 @@ final class TransactionalLane {
         open = false;
         pendingAcks.clear();
         pendingOffsets.clear();
+        synchronized (queued) {
+            queued.clear();
+        }
         closeQuietly();
     }
 
@@ -518,13 +609,17 @@ final class TransactionalLane {
         }
     }
 
-    /** The timer's pass: hand this lane's due commit to a pool thread, one at a time per lane. */
+    /** The timer's pass: a due transaction no row came to commit (the last rows of a burst, a quiet partition). */
     private void tick() {
-        if (dropped || !open || System.currentTimeMillis() - openedAt < intervalMs) {
-            return;
+        if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
+            commitSoon();
         }
+    }
+
+    /** Hands the lane's commit to a pool thread, one at a time per lane: a slow flush holds back only this lane. */
+    private void commitSoon() {
         if (!committing.compareAndSet(false, true)) {
-            return; // its last commit is still running (a slow flush): it holds back only this lane
+            return; // its last commit is still running: the rows meanwhile go in the next transaction
         }
         try {
             committers.execute(this::commitDue);
@@ -535,24 +630,26 @@ final class TransactionalLane {
 
     private void commitDue() {
         try {
-            if (!lock.tryLock()) {
-                return; // a task is writing: it commits at its next row or when it ends
-            }
+            lock.lock(); // a task holds it for one row at a time, never for a commit
             try {
-                if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
-                    try {
-                        commitLocked();
-                    } catch (RuntimeException e) {
-                        report(transactionalId + ": commit failed; the task that wrote it fails and its retry "
-                                + "re-sends the aborted records: " + e);
-                        fail(e);
-                    }
+                if (!dropped) {
+                    drainLocked();
                 }
+                if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
+                    commitLocked();
+                }
+            } catch (RuntimeException e) {
+                report(transactionalId + ": commit failed; the task that wrote it fails and its retry "
+                        + "re-sends the aborted records: " + e);
+                fail(e);
             } finally {
-                lock.unlock();
+                release(true); // what the task queued during the commit opens the next transaction now
             }
         } finally {
             committing.set(false);
+        }
+        if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
+            commitSoon(); // the queued rows were older than the interval already
         }
     }
 
@@ -570,7 +667,7 @@ final class TransactionalLane {
             t.setDaemon(true);
             return t;
         });
-        long period = Math.max(10L, intervalMs / 4);
+        long period = Math.max(2L, Math.min(50L, intervalMs / 2));
         timer.scheduleWithFixedDelay(() -> {
             for (TransactionalLane lane : LANES.values()) {
                 try {
@@ -586,13 +683,16 @@ final class TransactionalLane {
         for (TransactionalLane lane : LANES.values()) {
             if (lane.lock.tryLock()) {
                 try {
+                    if (!lane.dropped) {
+                        lane.drainLocked();
+                    }
                     if (!lane.dropped && lane.open) {
                         lane.commitLocked();
                     }
                 } catch (RuntimeException e) {
                     lane.fail(e);
                 } finally {
-                    lane.lock.unlock();
+                    lane.release(true);
                 }
             }
         }
@@ -725,6 +825,24 @@ final class TransactionalLane {
 
     static void report(String message) {
         System.err.println("kmirror ExactlyOnceWriter: " + message);
+    }
+
+    /** A row queued while its lane committed; `at` is when it came (the transaction's age counts from it). */
+    private static final class Pending {
+        final long offset;
+        final long timestamp;
+        final byte[] key;
+        final byte[] value;
+        final List<Header> headers;
+        final long at = System.currentTimeMillis();
+
+        Pending(long offset, long timestamp, byte[] key, byte[] value, List<Header> headers) {
+            this.offset = offset;
+            this.timestamp = timestamp;
+            this.key = key;
+            this.value = value;
+            this.headers = headers;
+        }
     }
 
     /** A newer deployment of the flow writes its partitions: this writer stops for good, fencing nobody. */
