@@ -130,6 +130,11 @@ public final class ExactlyOnceWriter extends ForeachWriter<Row> {
         return TransactionalLane.syncsSent();
     }
 
+    /** Rows a task handed to a lane while the lane committed (sent first in its next transaction; tests). */
+    public static long queuedRows() {
+        return TransactionalLane.queuedRows();
+    }
+
     /** Times a lane of this JVM was fenced by another writer of its partition (a stray task, an older job). */
     public static long fencedCount() {
         return TransactionalLane.fencedCount();

@@ -73,6 +73,7 @@ final class TransactionalLane {
     private static final ConcurrentHashMap<String, Admin> ADMINS = new ConcurrentHashMap<>();
     private static final AtomicLong SYNCS_SENT = new AtomicLong();
     private static final AtomicLong FENCED = new AtomicLong();
+    private static final AtomicLong QUEUED = new AtomicLong();
     private static final AtomicLong RESETS = new AtomicLong();
     private static final AtomicLong SUPERSEDED_BY = new AtomicLong();
     private static final long CLOSE_TIMEOUT_MS = 5_000L;
@@ -376,8 +377,9 @@ final class TransactionalLane {
                 return false;
             }
             queued.add(row);
-            return true;
         }
+        QUEUED.incrementAndGet();
+        return true;
     }
 
     private boolean hasQueued() {
@@ -701,6 +703,10 @@ final class TransactionalLane {
 
     static long syncsSent() {
         return SYNCS_SENT.get();
+    }
+
+    static long queuedRows() {
+        return QUEUED.get();
     }
 
     static long fencedCount() {

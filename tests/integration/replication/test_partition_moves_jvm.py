@@ -91,3 +91,34 @@ def test_a_partition_that_moved_to_another_executor_and_back_is_written_once_wit
     assert outcomes == [f"ok {a} {a + 10}" for a in range(0, 50, 10)], (outcomes, errors[-3000:])
     values = [r.value for r in read_partition(target, remote, 0, read_committed=True)]
     assert values == [f"r{n}".encode() for n in range(50)], values
+
+
+def test_rows_written_while_their_lane_commits_are_queued_and_committed_in_order_while_the_task_runs(
+    tmp_path: Path, target: KafkaCluster
+) -> None:
+    """A 1 ms transaction interval: each lane commits on its own pool thread again and again while the task keeps
+    writing, so rows come during commits. The task never waits for them: those rows are queued and sent first in
+    the lane's next transaction. Every record is visible to read_committed before the task ends (the commits did
+    not wait for it), and once, in order."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    assert javac is not None and java is not None, "a JDK is needed"
+    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"
+    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
+    program = Path(__file__).parent / "jvm" / "LaneCommits.java"
+    subprocess.run([javac, "-d", str(tmp_path), "-cp", classpath, str(program)], check=True, timeout=120)
+    tag = uuid.uuid4().hex[:6]
+    remote = f"commits{tag}.src"
+    partitions, rows = 4, 2000
+    create_topic(target, remote, partitions)
+    args = [target.bootstrap_servers, remote, "src", f"kmirror-eos/test/commits{tag}/", f"commits{tag}-eos", "run-1"]
+    done = subprocess.run(
+        [java, "-cp", f"{tmp_path}:{classpath}", "LaneCommits", *args, str(partitions), str(rows)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in done.stdout.splitlines() if " " in line}
+    assert lines.get("TASK") == "ok", (done.stdout[-3000:], done.stderr[-3000:])
+    assert int(lines["VISIBLE"]) == partitions * rows, done.stdout[-2000:]
+    assert int(lines["QUEUED"]) > 0, "no row came during a commit: the test did not exercise the queue"
+    for p in range(partitions):
+        values = [r.value for r in read_partition(target, remote, p, read_committed=True)]
+        assert values == [f"r{n}".encode() for n in range(rows)], (p, len(values))
