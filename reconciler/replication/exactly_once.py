@@ -12,9 +12,10 @@ foreach sink there). A lane:
     partition (offsets are kept against the remote topic, which exists on the target; the value is the next
     SOURCE offset), and skips every row below it whatever Spark's checkpoint replays;
   - writes records in source order, each transaction ending with `sendOffsetsToTransaction` of the next source
-    offset, committed when older than `spark.kmirror.transactionIntervalMs` (default 200 ms) at the next row, by a
-    timer when no row comes, and when the Spark task ends; an error aborts, drops the lane and fails the task
-    (Spark retries it);
+    offset, committed on a pool thread once older than `spark.kmirror.transactionIntervalMs` (default 10 ms;
+    found due by the next row or a timer), and when the Spark task ends; the task never waits for a commit (rows
+    that come meanwhile are queued and open the lane's next transaction), so a lane commits back to back and the
+    commit's own time sets the latency; an error aborts, drops the lane and fails the task (Spark retries it);
   - writes the offset-syncs with MM2's rule from the offsets its records landed at: in the same transaction when
     the syncs topic is on the target (`offsets.syncs_location: target`), else through a plain producer after the
     commit.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 TRANSACTION_INTERVAL_SETTING = "spark.kmirror.transactionIntervalMs"
-DEFAULT_TRANSACTION_INTERVAL_MS = 200
+DEFAULT_TRANSACTION_INTERVAL_MS = 10
 #: The broker aborts a transaction open longer than this (a driver killed mid-transaction holds back
 #: read_committed consumers of its partitions until then, or until the job starts again and fences it).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 30000

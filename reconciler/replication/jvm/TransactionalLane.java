@@ -50,9 +50,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * with this lane's mark, so a stale lane elsewhere can tell it lost the partition.
  *
  * A transaction holds records in source order and ends with sendOffsetsToTransaction({remote partition: next
- * source offset, mark}); it is committed when older than transaction.interval.ms at the next row, by the timer
- * when no row comes (real-time tasks live a whole checkpoint interval; each lane's commit runs on a pool thread of
- * its own, so one slow flush holds back no other lane), and when the Spark task ends.
+ * source offset, mark}). A transaction is due once it is transaction.interval.ms old (counted from its first row);
+ * the row that finds it due, or the timer when no row comes, hands its commit to a pool thread (one commit at a
+ * time per lane: one slow flush holds back no other lane), and the Spark task's end commits what is left. The task
+ * never waits for a commit: a row that comes while its lane commits is queued, and the lane sends the queue, in
+ * source order, as the first rows of its next transaction as soon as the commit is done. So with a small interval
+ * a lane commits back to back, each transaction holding the rows that came during the previous commit (MM2's
+ * transaction.boundary=poll, per source partition): the commit's own time, not a timer, sets the latency.
  *
  * Lanes are cached per JVM within one run of the query (the `run` setting: a new one at each query start, so a
  * restarted query never reuses a lane, nor its cached position). A task that takes a cached lane first checks that
@@ -133,7 +137,7 @@ final class TransactionalLane {
         this.source = new TopicPartition(sourceTopic, partition);
         this.group = new ConsumerGroupMetadata(settings.get("group"));
         this.generation = Long.parseLong(settings.getOrDefault("generation", "0"));
-        this.intervalMs = Long.parseLong(settings.getOrDefault("transaction.interval.ms", "200"));
+        this.intervalMs = Long.parseLong(settings.getOrDefault("transaction.interval.ms", "10"));
         String topic = settings.get("syncs.topic");
         this.syncsTopic = topic == null || topic.isEmpty() ? null : topic;
         this.syncsInTransaction = Boolean.parseBoolean(settings.getOrDefault("syncs.in.transaction", "false"));
