@@ -82,8 +82,8 @@ final class TransactionalLane {
     private static final AtomicLong SUPERSEDED_BY = new AtomicLong();
     private static final long CLOSE_TIMEOUT_MS = 5_000L;
     private static final long ADMIN_TIMEOUT_S = 60L;
-    /** Rows queued per lane during a commit before the task waits for it (bounds the memory a slow commit holds). */
-    private static final int MAX_QUEUED = 10_000;
+    /** Bytes queued per lane during a commit before the task waits for it (bounds what a slow commit holds). */
+    private static final long MAX_QUEUED_BYTES = 4L << 20;
     private static volatile ScheduledExecutorService timer;
     private static volatile ExecutorService committers;
 
@@ -109,6 +109,7 @@ final class TransactionalLane {
     private final AtomicBoolean committing = new AtomicBoolean();
     /** Rows a task handed over while the lane was committing (guarded by itself), sent first once it is done. */
     private final ArrayDeque<Pending> queued = new ArrayDeque<>();
+    private long queuedBytes;
     private final SourceSyncs sourceSyncs;
     private KafkaProducer<byte[], byte[]> producer;
     /** Translates schema ids (flows with sync.schemas; see SchemaIds); null: records are copied unchanged. */
@@ -351,9 +352,12 @@ final class TransactionalLane {
      */
     void write(long sourceOffset, long timestamp, byte[] key, byte[] value, List<Header> headers) {
         check();
-        if (!lock.tryLock()) {
+        // While a commit is due or running the task leaves the lock to it (no barging ahead of the committer).
+        if (committing.get() || !lock.tryLock()) {
             if (queue(new Pending(sourceOffset, timestamp, key, value, headers))) {
-                release(false); // the commit may have ended meanwhile: send the queue now if the lane is free
+                if (!committing.get()) {
+                    release(false); // the commit ended meanwhile: send the queue now if the lane is free
+                }
                 return;
             }
             lock.lock(); // the queue is full (a commit that takes long): the task waits for it
@@ -377,10 +381,11 @@ final class TransactionalLane {
 
     private boolean queue(Pending row) {
         synchronized (queued) {
-            if (queued.size() >= MAX_QUEUED) {
+            if (queuedBytes >= MAX_QUEUED_BYTES) {
                 return false;
             }
             queued.add(row);
+            queuedBytes += row.bytes();
         }
         QUEUED.incrementAndGet();
         return true;
@@ -398,6 +403,7 @@ final class TransactionalLane {
             Pending row;
             synchronized (queued) {
                 row = queued.poll();
+                queuedBytes = row == null ? 0L : queuedBytes - row.bytes();
             }
             if (row == null) {
                 return;
@@ -424,6 +430,7 @@ final class TransactionalLane {
                 } else {
                     synchronized (queued) {
                         queued.clear();
+                        queuedBytes = 0L;
                     }
                 }
             } catch (RuntimeException e) {
@@ -592,6 +599,7 @@ final class TransactionalLane {
         pendingOffsets.clear();
         synchronized (queued) {
             queued.clear();
+            queuedBytes = 0L;
         }
         closeQuietly();
     }
@@ -654,6 +662,7 @@ final class TransactionalLane {
         } finally {
             committing.set(false);
         }
+        release(false); // rows queued after the last look above, while `committing` still kept the task out
         if (!dropped && open && System.currentTimeMillis() - openedAt >= intervalMs) {
             commitSoon(); // the queued rows were older than the interval already
         }
@@ -852,6 +861,10 @@ final class TransactionalLane {
             this.key = key;
             this.value = value;
             this.headers = headers;
+        }
+
+        long bytes() {
+            return 64L + (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
         }
     }
 
