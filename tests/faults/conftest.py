@@ -385,11 +385,19 @@ class FaultWorld:
         return result
 
     def stop_job(self) -> None:
+        from reconciler.jobcontract.layout import local_state_keys
         from reconciler.runners import LocalRunner
         from reconciler.spec.loader import load
 
         loaded = load(self.spec()).state
-        runner = LocalRunner(self.tmp, loaded.spark, state_topic=loaded.state.topic, stop_timeout=60)
+        keys = local_state_keys(loaded.state.topic)  # `<state topic>@<state cluster id>`: the applied job's folder
+        runner = LocalRunner(
+            self.tmp,
+            loaded.spark,
+            state_topic=loaded.state.topic,
+            state_key=keys[0] if len(keys) == 1 else None,
+            stop_timeout=60,
+        )
         try:
             runner.stop(self.flow)
         finally:

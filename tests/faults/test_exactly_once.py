@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient
 from reconciler.core.mm2.wire import OffsetSync
 from reconciler.core.policy.filters import eos_group
 from reconciler.devenv import spark_standalone
-from reconciler.jobcontract.layout import CheckpointRoot
+from reconciler.jobcontract.layout import CheckpointRoot, local_state_keys
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
 from tests.faults.conftest import (
@@ -68,13 +68,19 @@ def _spec(world: FaultWorld, delivery: str) -> str:
     return str(path)
 
 
+def _runner(world: FaultWorld, loaded: Any) -> LocalRunner:
+    """The runner of the applied job's folder, `<state topic>@<state cluster id>` (one state on this host)."""
+    (key,) = local_state_keys(loaded.state.topic)
+    return LocalRunner(world.tmp, loaded.spark, state_topic=loaded.state.topic, state_key=key)
+
+
 def _apply(world: FaultWorld, spec: str) -> None:
     world.kmirror("apply", "-f", spec, "--auto-approve", check=True)
 
 
 def _kill_driver(world: FaultWorld, spec: str) -> None:
     loaded = load(spec).state
-    runner = LocalRunner(world.tmp, loaded.spark, state_topic=loaded.state.topic)
+    runner = _runner(world, loaded)
     job = runner.job(world.flow)
     assert job is not None and job.pid is not None and job.running
     os.killpg(job.pid, signal.SIGKILL)
@@ -259,7 +265,7 @@ def test_exactly_once_loses_nothing_when_the_job_is_paused_past_the_transaction_
     spec = _spec(world, "exactly_once")
     _apply(world, spec)
     loaded = load(spec).state
-    runner = LocalRunner(world.tmp, loaded.spark, state_topic=loaded.state.topic)
+    runner = _runner(world, loaded)
     with Load(world.source, topic, PARTITIONS, rate=2000) as load_:
         began = time.monotonic()
         wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
