@@ -352,8 +352,7 @@ def test_exactly_once_survives_a_killed_executor(
     create_topic(world.source, topic, PARTITIONS)
     remote = world.remote(topic)
     spec = _standalone_spec(world, standalone)
-    status = CheckpointRoot.parse(str(world.tmp / "shared"), None).job_folder(world.state_topic, world.flow)
-    assert status is not None
+    shared = world.tmp / "shared"
     try:
         _apply(world, spec)  # returns once the driver runs: the load starts on a job that keeps up
         with Load(world.source, topic, PARTITIONS, rate=RATE) as load:
@@ -361,6 +360,10 @@ def test_exactly_once_survives_a_killed_executor(
             wait_until(
                 f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 240
             )
+            # the job's folder beside its checkpoint: `<state topic>@<state cluster id>/<flow>` (one state here)
+            (key,) = [p.name for p in shared.iterdir() if p.is_dir() and p.name.partition("@")[0] == world.state_topic]
+            status = CheckpointRoot.parse(str(shared), None).job_folder(key, world.flow)
+            assert status is not None
             app_id = wait_until("the job's app id", lambda: _app_id(status.status), 120)
             (pid,) = wait_until("the executor JVM", lambda: _executor_pids(app_id), 60)
             time.sleep(5)
