@@ -294,3 +294,16 @@ def process_state(pid: int) -> str | None:
     except FileNotFoundError:
         return None
     return None if fields[0] == "Z" else f"{fields[0]}, parent {fields[1]}"
+
+
+def applied_state_key(desired: Any, config: dict[str, str] | None = None) -> str:
+    """What the jobs `kmirror apply` deploys for `desired` are keyed by: `<state topic>@<the state cluster's id>`
+    (`jobcontract.layout.state_key`). `config`: the state cluster's client settings when the desired state's own
+    need secrets this process's environment does not hold."""
+    from confluent_kafka.admin import AdminClient
+
+    from reconciler.jobcontract.layout import state_key
+
+    settings = dict(config or desired.client_config(desired.state.cluster))
+    cluster_id = AdminClient(settings).list_topics(timeout=30).cluster_id
+    return state_key(desired.state.topic, cluster_id)

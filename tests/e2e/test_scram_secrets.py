@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -17,11 +18,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
-from tests.conftest import SCRAM_USER, KafkaCluster
+from tests.conftest import SCRAM_USER, KafkaCluster, applied_state_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ENV = "KMIRROR_TEST_SCRAM_PASSWORD"
+
+
+def _key(desired: Any, target: KafkaCluster) -> str:
+    """The applied jobs' state key; the state cluster's id, asked on its plaintext listener (the same cluster)."""
+    return applied_state_key(desired, {"bootstrap.servers": target.bootstrap_servers})
 
 
 def _client(cluster: KafkaCluster, secret: str, **extra: object) -> dict[str, object]:
@@ -113,7 +119,9 @@ def test_scram_path_replicates_and_never_leaks_the_secret(
             outputs.append(kmirror("state", "show", "-f", str(spec), line.split()[0]).stdout)
     finally:
         desired = load_text(_spec(source, target)).state.with_source_path(spec)
-        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("secure")
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic, state_key=_key(desired, target)).stop(
+            "secure"
+        )
 
     # Every output of ours, the saved plan, the state topic's raw bytes, and every file kmirror or the job wrote.
     assert all(scram_secret not in o for o in outputs)
@@ -126,7 +134,11 @@ def test_scram_path_replicates_and_never_leaks_the_secret(
         raw += b"".join((m.key() or b"") + (m.value() or b"") for m in state.consume(1000, timeout=2))
     state.close()
     assert b"resource/" in raw and scram_secret.encode() not in raw
-    job_folder = LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).folder("secure").path
+    job_folder = (
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic, state_key=_key(desired, target))
+        .folder("secure")
+        .path
+    )
     written = [p for folder in (tmp_path, job_folder) for p in folder.rglob("*") if p.is_file()]
     assert any(p.name == "driver.log" for p in written)
     for p in written:

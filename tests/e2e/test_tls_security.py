@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -28,11 +29,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from reconciler.runners import LocalRunner
 from reconciler.spec import kafka_client_config
 from reconciler.spec.loader import load
-from tests.conftest import SCRAM_USER, KafkaCluster
+from tests.conftest import SCRAM_USER, KafkaCluster, applied_state_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SENTINEL_ENV = "KMIRROR_TEST_SENTINEL"
+
+
+def _key(desired: Any, target: KafkaCluster) -> str:
+    """The applied jobs' state key; the state cluster's id, asked on its plaintext listener (the same cluster)."""
+    return applied_state_key(desired, {"bootstrap.servers": target.bootstrap_servers})
 
 
 def _copy_tls(cluster: KafkaCluster, folder: Path) -> None:
@@ -177,7 +183,9 @@ def test_mtls_and_sasl_ssl_scram_replicate_and_the_sentinel_secret_is_nowhere(
             kmirror("state", "show", "-f", str(spec), line.split()[0])
     finally:
         desired = load(spec).state
-        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("secure")
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic, state_key=_key(desired, target)).stop(
+            "secure"
+        )
 
     assert all(scram_secret not in o for o in outputs)
     state = Consumer(_mtls(target, tmp_path, **{"group.id": "raw", "enable.auto.commit": False}))
@@ -189,7 +197,11 @@ def test_mtls_and_sasl_ssl_scram_replicate_and_the_sentinel_secret_is_nowhere(
     assert b"resource/" in raw and scram_secret.encode() not in raw
     # Every file but the test's own inputs that hold the secret (secrets/: the ${file:} target and the MM2 config),
     # and the job's folder wherever the runner keeps it.
-    job_folder = LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).folder("secure").path
+    job_folder = (
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic, state_key=_key(desired, target))
+        .folder("secure")
+        .path
+    )
     written = [
         p for folder in (tmp_path, job_folder) for p in folder.rglob("*") if p.is_file() and p.parent.name != "secrets"
     ]
@@ -245,7 +257,9 @@ flows:
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
         desired = load(spec).state
-        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic).stop("oauth")
+        LocalRunner(tmp_path, desired.spark, state_topic=desired.state.topic, state_key=_key(desired, target)).stop(
+            "oauth"
+        )
 
 
 def test_without_the_client_certificate_the_mtls_listener_gives_nothing(

@@ -34,7 +34,7 @@ from reconciler.app.cutover import readiness
 from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, applied_state_key
 from tests.integration.offsets.test_migration import LAG_MAX, Env, wait_for
 from tests.integration.offsets.test_migration_gaps import (
     OLD,
@@ -79,7 +79,13 @@ def env(request: pytest.FixtureRequest, tmp_path: Path, source: KafkaCluster, ta
     e.state = load(e.spec).state
     assert e.state.flow(e.flow).offsets.offset_syncs_location == location
     e.groups = {name: f"mig{e.tag}-{name}" for name in (*STOP_AT, "tail")}
-    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
+    runner = LocalRunner(
+        tmp_path,
+        e.state.spark,
+        state_topic=e.state.state.topic,
+        state_key=applied_state_key(e.state),
+        stop_timeout=60,
+    )
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

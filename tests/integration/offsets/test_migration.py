@@ -35,7 +35,7 @@ from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, applied_state_key
 from tests.integration.replication.conftest import stop_or_kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
@@ -120,7 +120,13 @@ class Env:
 @pytest.fixture
 def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[Env]:
     e = Env(tmp_path, source, target)
-    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
+    runner = LocalRunner(
+        tmp_path,
+        e.state.spark,
+        state_topic=e.state.state.topic,
+        state_key=applied_state_key(e.state),
+        stop_timeout=60,
+    )
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

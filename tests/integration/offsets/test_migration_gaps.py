@@ -41,7 +41,7 @@ from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.state.lock import StateLock
 from reconciler.state.store import StateStore
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, applied_state_key
 from tests.integration.offsets.test_migration import (
     LAG_MAX,
     Env,
@@ -80,7 +80,13 @@ def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[
         sync=f", config_exclude: ['{exclude}', 'unclean\\.leader\\.election\\.enable']",
     )
     e.groups = {name: f"mig{e.tag}-{name}" for name in STOP_AT}
-    runner = LocalRunner(tmp_path, e.state.spark, state_topic=e.state.state.topic, stop_timeout=60)
+    runner = LocalRunner(
+        tmp_path,
+        e.state.spark,
+        state_topic=e.state.state.topic,
+        state_key=applied_state_key(e.state),
+        stop_timeout=60,
+    )
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, applied_state_key
 from tests.integration.plan.harness import World, create_topics, new_world, topic_exists
 from tests.integration.replication.conftest import read_topic, stop_or_kill, wait_for
 
@@ -85,7 +85,9 @@ def world(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterato
     base = new_world(tmp_path, source, target)
     w = FlowWorld(base.tmp, base.source, base.target, base.id)
     loaded = load(w.job_spec()).state
-    runner = LocalRunner(tmp_path, loaded.spark, state_topic=loaded.state.topic, stop_timeout=60)
+    runner = LocalRunner(
+        tmp_path, loaded.spark, state_topic=loaded.state.topic, state_key=applied_state_key(loaded), stop_timeout=60
+    )
     try:
         yield w
     finally:

@@ -18,7 +18,7 @@ import pytest
 
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, applied_state_key
 from tests.integration.plan.harness import World, create_topics, describe, new_world, set_config, topic_exists
 from tests.integration.replication.conftest import stop_or_kill, wait_for
 
@@ -66,7 +66,10 @@ def world(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterato
     base = new_world(tmp_path, source, target)
     w = JobWorld(base.tmp, base.source, base.target, base.id)
     spec = w.job_spec()
-    runner = LocalRunner(tmp_path, load(spec).state.spark, state_topic=load(spec).state.state.topic, stop_timeout=60)
+    loaded = load(spec).state
+    runner = LocalRunner(
+        tmp_path, loaded.spark, state_topic=loaded.state.topic, state_key=applied_state_key(loaded), stop_timeout=60
+    )
     try:
         yield w
     finally:
