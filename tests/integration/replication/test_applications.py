@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient
 
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import local_state_keys
-from reconciler.runners import LocalRunner
+from reconciler.runners import LocalJob, LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import SequenceProducer, create_topic, wait_for
@@ -239,8 +239,7 @@ def test_the_applications_own_settings_redeploy_it_and_a_disabled_flow_stops_alo
         )
         applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
         assert applied.returncode == 0, applied.stdout + applied.stderr
-        jobs = {name: runner.job(name) for name in "abc"}
-        assert all(j is not None and j.running for j in jobs.values()), jobs
+        jobs = _all_running(runner)
         second = {j.pid for j in jobs.values() if j is not None}
         assert len(second) == 1 and second != first, (first, second)
 
@@ -256,3 +255,17 @@ def test_the_applications_own_settings_redeploy_it_and_a_disabled_flow_stops_alo
         producers[name].check(target, remotes[name])
     drift = kmirror("plan", "-f", str(spec), "--detailed-exitcode", cwd=folder)
     assert drift.returncode == 0, drift.stdout + drift.stderr
+
+
+def _all_running(runner: LocalRunner, timeout: float = 60.0) -> dict[str, LocalJob | None]:
+    """Flows a, b and c as the runner sees them once all three run. Once failed on a loaded CI machine right after
+    apply returned while all three queries were copying (their logs show it); seen again within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = {name: runner.job(name) for name in "abc"}
+        if all(j is not None and j.running for j in jobs.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    states = {n: (j.running, j.state, j.digest) if j is not None else None for n, j in jobs.items()}
+    assert all(j is not None and j.running for j in jobs.values()), states
+    return jobs
