@@ -41,8 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.artifacts import driver_java_options, filesystem_jars, job_jars
-from reconciler.artifacts.driver_home import driver_home, spark_env
+from reconciler.artifacts import filesystem_jars, job_jars
 from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
@@ -61,24 +60,18 @@ from reconciler.runners.common import (
     checkpoint_missing,
     forget_job,
     job_info,
-    log4j2_properties,
     now,
     read_json,
-    spark_properties,
     tail,
     write_json,
-    write_private,
-    write_properties,
 )
 from reconciler.runners.local_apps import LocalApplications, application_of
+from reconciler.runners.local_submit import submit
 from reconciler.runners.processes import alive
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 
 ENTRY = Path(__file__).parents[1] / "replication" / "entry.py"
-#: spark-submit's master when the file names none: the job sets `local[N]` itself when it starts, from the
-#: source partitions it reads then (reconciler.spec.placement).
-UNSIZED_LOCAL_MASTER = "local[*]"
 
 
 @dataclass(frozen=True)
@@ -174,43 +167,24 @@ class LocalRunner:
         self.stop(flow)
         folder.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(folder.spec)
-        write_private(folder.path / "log4j2.properties", log4j2_properties("console"))
-        props = spark_properties(spark)
-        home = driver_home()
-        log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
-        # Spark's classes mapped from an archive, when `kmirror dev fetch` made one
-        props["spark.driver.extraJavaOptions"] = " ".join(
-            p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j, *driver_java_options()) if p
-        )
-        write_properties(folder.path / "spark.properties", props)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
         checkpoint = checkpoint_for(flow, root, self.state_key, previous)
         if "://" not in checkpoint:
             Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             folder.status.unlink()
-        cmd = [
-            str(home / "bin" / "spark-submit"),
-            "--master", spark.master or UNSIZED_LOCAL_MASTER,
-            "--name", f"kmirror-{flow}",
-            "--properties-file", str(folder.path / "spark.properties"),
-            "--jars", ",".join(str(p) for p in [*job_jars(), *filesystem_jars(checkpoint)]),
-            str(ENTRY),
-            "--spec", str(folder.spec),
-            "--digest", spec_digest,
-            "--checkpoint", checkpoint,
-        ]  # fmt: skip
+        entry = [str(ENTRY), "--spec", str(folder.spec), "--digest", spec_digest, "--checkpoint", checkpoint]
         if checkpoint_missing(checkpoint, previous) is not False:
-            cmd.append("--resume-from-syncs")
-        env = spark_env(home, self.python)
-        with folder.log.open("ab") as out:
-            os.chmod(folder.log, 0o600)
-            out.write(f"\n===== kmirror: starting flow {flow} with {spec_digest} at {now()} =====\n".encode())
-            out.flush()
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=folder.path, env=env,
-            )  # fmt: skip
+            entry.append("--resume-from-syncs")
+        proc = submit(
+            folder.path,
+            spark,
+            f"kmirror-{flow}",
+            [*job_jars(), *filesystem_jars(checkpoint)],
+            entry,
+            f"starting flow {flow} with {spec_digest} at {now()}",
+            self.python,
+        )
         self._children[proc.pid] = proc
         record = LocalDeployment(
             flow=flow,

@@ -24,14 +24,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.artifacts import driver_java_options, job_jars
-from reconciler.artifacts.driver_home import driver_home, spark_env
+from reconciler.artifacts import job_jars
 from reconciler.jobcontract.application import ApplicationFolder, FlowRequest, application_folder, request_path
 from reconciler.jobcontract.job_report import LIVE_STATES, read_report
 from reconciler.jobcontract.layout import CheckpointRoot
@@ -42,15 +40,13 @@ from reconciler.runners.common import (
     JobRunnerError,
     checkpoint_for,
     checkpoint_missing,
-    log4j2_properties,
     now,
     read_json,
-    spark_properties,
     tail,
     write_json,
     write_private,
-    write_properties,
 )
+from reconciler.runners.local_submit import submit
 from reconciler.runners.processes import alive
 from reconciler.spec.digest import digest_of
 
@@ -58,7 +54,6 @@ if TYPE_CHECKING:
     from reconciler.runners.local import LocalRunner
 
 ENTRY = Path(__file__).parents[1] / "replication" / "application_entry.py"
-UNSIZED_LOCAL_MASTER = "local[*]"
 
 
 def application_digest(spec: EffectiveSpec) -> str:
@@ -143,35 +138,18 @@ class LocalApplications:
 
     def _start_application(self, app: ApplicationFolder, spec: EffectiveSpec, app_digest: str, flow: str) -> int:
         runner = self.runner
-        spark = spec.spark
         app.path.mkdir(parents=True, exist_ok=True)
-        write_private(app.path / "log4j2.properties", log4j2_properties("console"))
-        props = spark_properties(spark)
-        log4j = f"-Dlog4j2.configurationFile=file:{app.path / 'log4j2.properties'}"
-        props["spark.driver.extraJavaOptions"] = " ".join(
-            p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j, *driver_java_options()) if p
-        )
-        write_properties(app.path / "spark.properties", props)
-        home = driver_home()
-        cmd = [
-            str(home / "bin" / "spark-submit"),
-            "--master", spark.master or UNSIZED_LOCAL_MASTER,
-            "--name", f"kmirror-app-{app.name}",
-            "--properties-file", str(app.path / "spark.properties"),
-            "--jars", ",".join(str(p) for p in job_jars()),
-            str(ENTRY),
-            "--folder", str(app.path),
-        ]  # fmt: skip
         with contextlib.suppress(FileNotFoundError):
             app.status.unlink()
-        with app.log.open("ab") as out:
-            os.chmod(app.log, 0o600)
-            out.write(f"\n===== kmirror: starting application {app.name} for flow {flow} at {now()} =====\n".encode())
-            out.flush()
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=app.path, env=spark_env(home, runner.python),
-            )  # fmt: skip
+        proc = submit(
+            app.path,
+            spec.spark,
+            f"kmirror-app-{app.name}",
+            job_jars(),
+            [str(ENTRY), "--folder", str(app.path)],
+            f"starting application {app.name} for flow {flow} at {now()}",
+            runner.python,
+        )
         runner._children[proc.pid] = proc
         write_json(
             app.runner,

@@ -34,8 +34,8 @@ from reconciler.app.cutover import readiness
 from reconciler.jobcontract.spec import EffectiveSpec
 from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load
-from tests.conftest import KafkaCluster, applied_state_key
-from tests.integration.offsets.test_migration import LAG_MAX, Env, wait_for
+from tests.conftest import KafkaCluster
+from tests.integration.offsets.test_migration import LAG_MAX, Env, wait_for, with_runner
 from tests.integration.offsets.test_migration_gaps import (
     OLD,
     PARTS,
@@ -48,7 +48,6 @@ from tests.integration.offsets.test_migration_gaps import (
     produce_transactions,
     read_all,
 )
-from tests.integration.replication.conftest import stop_or_kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 
@@ -79,18 +78,8 @@ def env(request: pytest.FixtureRequest, tmp_path: Path, source: KafkaCluster, ta
     e.state = load(e.spec).state
     assert e.state.flow(e.flow).offsets.offset_syncs_location == location
     e.groups = {name: f"mig{e.tag}-{name}" for name in (*STOP_AT, "tail")}
-    runner = LocalRunner(
-        tmp_path,
-        e.state.spark,
-        state_topic=e.state.state.topic,
-        state_key=applied_state_key(e.state),
-        stop_timeout=60,
-    )
-    e.runner = runner  # type: ignore[attr-defined]
-    try:
-        yield e
-    finally:
-        stop_or_kill(runner, e.flow)
+    with with_runner(e) as ready:
+        yield ready
 
 
 def produce_plain(cluster: KafkaCluster, topic: str, start: int, count: int) -> None:

@@ -14,6 +14,7 @@ the checkpoints decode with MM2's Checkpoint schema.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -117,21 +118,24 @@ class Env:
         )
 
 
-@pytest.fixture
-def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[Env]:
-    e = Env(tmp_path, source, target)
+@contextlib.contextmanager
+def with_runner(e: Env) -> Iterator[Env]:
+    """`e` with `e.runner`, the local runner of the jobs apply deploys for it; the flow's job is stopped at the end."""
     runner = LocalRunner(
-        tmp_path,
-        e.state.spark,
-        state_topic=e.state.state.topic,
-        state_key=applied_state_key(e.state),
-        stop_timeout=60,
+        e.tmp, e.state.spark, state_topic=e.state.state.topic, state_key=applied_state_key(e.state), stop_timeout=60
     )
     e.runner = runner  # type: ignore[attr-defined]
     try:
         yield e
     finally:
         stop_or_kill(runner, e.flow)
+
+
+@pytest.fixture
+def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[Env]:
+    e = Env(tmp_path, source, target)
+    with with_runner(e) as ready:
+        yield ready
 
 
 def produce(cluster: KafkaCluster, topic: str, start: int, count: int) -> None:

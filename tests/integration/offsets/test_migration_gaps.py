@@ -41,15 +41,15 @@ from reconciler.kafka_clients.checkpointer import checkpoint_once
 from reconciler.runners import LocalRunner
 from reconciler.state.lock import StateLock
 from reconciler.state.store import StateStore
-from tests.conftest import KafkaCluster, applied_state_key
+from tests.conftest import KafkaCluster
 from tests.integration.offsets.test_migration import (
     LAG_MAX,
     Env,
     mm2_checkpoint,
     read_checkpoint_records,
     wait_for,
+    with_runner,
 )
-from tests.integration.replication.conftest import stop_or_kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 
@@ -80,18 +80,8 @@ def env(tmp_path: Path, source: KafkaCluster, target: KafkaCluster) -> Iterator[
         sync=f", config_exclude: ['{exclude}', 'unclean\\.leader\\.election\\.enable']",
     )
     e.groups = {name: f"mig{e.tag}-{name}" for name in STOP_AT}
-    runner = LocalRunner(
-        tmp_path,
-        e.state.spark,
-        state_topic=e.state.state.topic,
-        state_key=applied_state_key(e.state),
-        stop_timeout=60,
-    )
-    e.runner = runner  # type: ignore[attr-defined]
-    try:
-        yield e
-    finally:
-        stop_or_kill(runner, e.flow)
+    with with_runner(e) as ready:
+        yield ready
 
 
 def read_all(cluster: KafkaCluster, topic: str, starts: dict[int, int] | None = None) -> Records:
