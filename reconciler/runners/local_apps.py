@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.artifacts import job_jars
+from reconciler.artifacts import filesystem_jars, job_jars
 from reconciler.jobcontract.application import ApplicationFolder, FlowRequest, application_folder, request_path
 from reconciler.jobcontract.job_report import LIVE_STATES, read_report
 from reconciler.jobcontract.layout import CheckpointRoot
@@ -56,11 +56,16 @@ if TYPE_CHECKING:
 ENTRY = Path(__file__).parents[1] / "replication" / "application_entry.py"
 
 
+def application_jars(spec: EffectiveSpec) -> list[Path]:
+    """The jars of an application: the job's, and what its checkpoint root's filesystem needs (S3A for `s3a://`)."""
+    return [*job_jars(), *filesystem_jars(spec.spark.checkpoint_root)]
+
+
 def application_digest(spec: EffectiveSpec) -> str:
     """What the whole application runs with: the Spark settings (the application's name aside) and the jars."""
     spark = spec.spark.model_dump(mode="json")
     spark.pop("application", None)
-    return digest_of({"spark": spark, "jars": sorted(p.name for p in job_jars())})
+    return digest_of({"spark": spark, "jars": sorted(p.name for p in application_jars(spec))})
 
 
 def application_of(record: Deployment | None) -> str | None:
@@ -145,7 +150,7 @@ class LocalApplications:
             app.path,
             spec.spark,
             f"kmirror-app-{app.name}",
-            job_jars(),
+            application_jars(spec),
             [str(ENTRY), "--folder", str(app.path)],
             f"starting application {app.name} for flow {flow} at {now()}",
             runner.python,
