@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 if per_second
                 else None,
                 "minute_windows": len(minutes),
+                "minute_bytes_per_s_median": round(statistics.median(minutes)) if minutes else None,
                 "minute_bytes_per_s_min_max": [round(min(minutes)), round(max(minutes))] if minutes else None,
                 "minute_deviation_from_throttle": [
                     round(min(minutes) / limit - 1, 4),
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                 else None,
             },
             "unthrottled": free,
+            # the rate in each second of the steady part (bursts and idle gaps show the quota's arithmetic)
+            "throttled_per_second_bytes": [round(r) for r in per_second],
             "cpus": os.cpu_count(),
             "loadavg_before": load_before,
             "loadavg_after": load_after,

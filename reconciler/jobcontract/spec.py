@@ -44,6 +44,8 @@ class EffectiveSpec(BaseModel):
     spark: SparkSpec
     #: The client ids the flow's consumer and producer run with when it is throttled ("source"/"target" -> id).
     client_ids: dict[str, str] | None = None
+    #: A throttled flow's rate in bytes per second (outside the digest): the job sizes its fetches by it.
+    throttle: int | None = None
 
     @classmethod
     def of(cls, desired: DesiredState, flow: str) -> EffectiveSpec:
@@ -59,6 +61,8 @@ class EffectiveSpec(BaseModel):
         }
         if "client_ids" in self.model_fields_set:
             out["client_ids"] = self.client_ids
+        if "throttle" in self.model_fields_set:
+            out["throttle"] = self.throttle
         return out
 
 

@@ -28,6 +28,7 @@ from reconciler.replication.settings import (
     GROUPED_SOURCE,
     LOCAL_CHECKPOINT_FILE_MANAGER,
     MAX_OFFSETS_PER_TRIGGER,
+    SOURCE_CONSUMER_DEFAULTS,
     TRIGGER_INTERVAL,
     JobSettingError,
 )
@@ -36,6 +37,7 @@ from reconciler.replication.supervision import (
     Superseded,
 )
 from reconciler.spec.client_config import java_client_properties, kafka_client_config
+from reconciler.spec.fetch_sizing import throttled_fetch_sizes
 from reconciler.spec.intervals import trigger_interval
 from reconciler.spec.placement import (
     Placement,
@@ -158,10 +160,17 @@ class QueryStart(JobReporting):
         conf = spark.conf
         self._confirm_leaders_ahead(spark)
         consumer, producer = self._resolved(flow.replication.consumer), self._resolved(flow.replication.producer)
+        sized: dict[str, str] = dict(SOURCE_CONSUMER_DEFAULTS)
+        consumers = self.slots or 1  # micro-batch: a consumer per running task
         if self.mode == "realtime":  # a consumer per task, a batch per partition: sized by what each holds
             tasks = self.placement.tasks if self.placement is not None else None
             sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots, tasks)
-            consumer, producer = {**sizing.consumer, **consumer}, {**sizing.producer, **producer}
+            sized, producer = {**sized, **sizing.consumer}, {**sizing.producer, **producer}
+            consumers = tasks or consumers
+        throttle = self.spec.effective.throttle
+        if throttle is not None:  # fetches of a fraction of a second of quota, so that the quota paces them
+            sized.update(throttled_fetch_sizes(throttle, consumers, sized))
+        consumer = {**sized, **consumer}
         # A throttled flow's clients take the ids its quotas name (`policy.client_ids`); others keep Kafka's own.
         client_ids = self.spec.effective.client_ids or {}
         source = source_options(

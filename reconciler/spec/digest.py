@@ -6,10 +6,13 @@ reference changes, not when a password rotates (rotation is the runner's concern
 
 `flow_effective_spec` is everything a flow's replication job runs with: the flow, its source and target
 cluster specs and the Spark settings. Its digest changing means the job must be redeployed; `deepdiff` on two
-effective specs names the fields that changed. A flow's `replication.throttle` value is left out: brokers enforce
-it (client quotas), so changing it must not restart the job. What the job needs of it is `client_ids`, present only
-when the flow is throttled: the ids its clients take so that the quotas name them (`policy.client_ids`). Adding or
-removing a throttle therefore redeploys the job once; an unthrottled flow's spec has no such key.
+effective specs names the fields that changed. A flow's `replication.throttle` value is left out of the digest:
+brokers enforce it (client quotas), so changing it must not restart the job. What the job needs of it is
+`client_ids`, present only when the flow is throttled: the ids its clients take so that the quotas name them
+(`policy.client_ids`). Adding or removing a throttle therefore redeploys the job once; an unthrottled flow's spec
+has no such key. A throttled flow's spec also carries the rate as `throttle` (bytes per second), outside the digest
+(`effective_digest`): the job sizes its fetches from it when it starts (`spec.fetch_sizing`), so a changed rate
+reaches the job at its next start and never causes one.
 
 Pure: no I/O.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from reconciler.core.policy.client_ids import flow_client_ids
@@ -73,12 +77,23 @@ def flow_effective_spec(state: DesiredState, name: str) -> dict[str, Any]:
             flow.replication.producer.get("client.id"),
         )
         effective["client_ids"] = flow_client_ids(state.state.topic, flow.name, consumer_id, producer_id)
+        effective[THROTTLE_KEY] = int(flow.replication.throttle)
     return effective
 
 
+#: The effective spec's key for a throttled flow's rate (bytes per second): what the job sizes its fetches by,
+#: left out of the digest.
+THROTTLE_KEY = "throttle"
+
+
+def effective_digest(effective: Mapping[str, Any]) -> str:
+    """`sha256:<hex>` of an effective spec without its `throttle` rate (a changed rate redeploys nothing)."""
+    return digest_of({key: value for key, value in effective.items() if key != THROTTLE_KEY})
+
+
 def flow_digest(state: DesiredState, name: str) -> str:
-    """`sha256:<hex>` of `flow_effective_spec(state, name)`."""
-    return digest_of(flow_effective_spec(state, name))
+    """`sha256:<hex>` of `flow_effective_spec(state, name)`, its throttle rate left out (`effective_digest`)."""
+    return effective_digest(flow_effective_spec(state, name))
 
 
 def spec_digest(state: DesiredState) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
-from reconciler.spec.digest import digest_of
+from reconciler.spec.digest import effective_digest
 from reconciler.spec.loader import load, load_text
 
 pytestmark = pytest.mark.unit
@@ -38,10 +38,10 @@ def test_every_examples_flows_read_and_write_back_as_the_same_json(path: Path) -
         plain = desired.flow_effective_spec(flow.name)
         typed = EffectiveSpec.of(desired, flow.name)
         assert json.dumps(typed.model_dump(mode="json")) == json.dumps(plain)  # same keys, same order
-        assert digest_of(typed.model_dump(mode="json")) == desired.flow_digest(flow.name)
+        assert effective_digest(typed.model_dump(mode="json")) == desired.flow_digest(flow.name)
 
 
-def test_a_throttled_flow_keeps_its_client_ids_and_leaves_out_the_throttle_and_an_unsynced_registry(
+def test_a_throttled_flow_keeps_its_client_ids_and_rate_and_leaves_out_an_unsynced_registry(
     tmp_path: Path,
 ) -> None:
     desired = load_text(THROTTLED).state
@@ -50,6 +50,8 @@ def test_a_throttled_flow_keeps_its_client_ids_and_leaves_out_the_throttle_and_a
     assert dumped == desired.flow_effective_spec("f")
     assert "throttle" not in dumped["flow"]["replication"] and "schema_registry" not in dumped["clusters"]["dst"]
     assert typed.client_ids is not None and set(typed.client_ids) == {"source", "target"}
+    assert typed.throttle == 10_000_000 and dumped["throttle"] == 10_000_000  # the job sizes its fetches by it
+    assert effective_digest(dumped) == desired.flow_digest("f")  # outside the digest
     assert typed.flow.replication.delivery == "exactly_once"
     JobSpec("f", typed, desired.flow_digest("f"), tmp_path).write(tmp_path / "spec.json")
     again = JobSpec.read(tmp_path / "spec.json")
