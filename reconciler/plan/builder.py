@@ -16,7 +16,7 @@ from reconciler.plan.acls import plan_acls
 from reconciler.plan.definition import KIND_ORDER, AnyChange, Plan, StateRef, summarize
 from reconciler.plan.group_offsets import plan_group_offsets
 from reconciler.plan.jobs import plan_jobs
-from reconciler.plan.quotas import live_quotas, plan_quotas
+from reconciler.plan.quotas import live_brokers, live_quotas, plan_quotas
 from reconciler.plan.schemas import plan_schemas
 from reconciler.plan.topics import TopicPlan, plan_internal_topics, plan_remote_topics
 from reconciler.resources.job_status import JobStatus
@@ -50,7 +50,7 @@ def build_plan(
         plan_internal_topics(desired, live, recorded),
         plan_remote_topics(desired, live, recorded),
         plan_acls(desired, live, recorded),
-        plan_quotas(desired, recorded, live_quotas(live)),
+        plan_quotas(desired, recorded, live_quotas(live), live_brokers(live)),
         plan_schemas(desired, live, recorded),
         plan_jobs(desired, recorded, jobs, live),
         plan_group_offsets(desired, live),

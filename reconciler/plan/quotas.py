@@ -3,15 +3,23 @@
 A throttled flow gets two resources, the Kafka way (KIP-13 client quotas on the job's own client ids, see
 `policy.client_ids`):
 
-- `quota/<source>/<source client id>` with `consumer_byte_rate` = the throttle: the broker delays the job's fetches
-  so the flow reads at most that many bytes per second from the source, whatever its backlog;
-- `quota/<target>/<target client id>` with `producer_byte_rate` = the throttle: the same for its writes.
+- `quota/<source>/<source client id>` with `consumer_byte_rate`: the broker delays the job's fetches so the flow
+  reads at most the throttle from the source, whatever its backlog;
+- `quota/<target>/<target client id>` with `producer_byte_rate`: the same for its writes.
 
-Each form is `{"cluster", "client_id", "flow", "<rate name>": bytes per second}`. A quota is created (the throttle
-was set), updated (it changed) or deleted (the setting, or the flow, was removed: only quotas kmirror recorded are
-ever deleted). The quotas of a disabled flow are left as they are (its job is stopped; enabled again, it keeps its
-throttle). Brokers enforce a quota on any client with that id, whether kmirror's job runs or not, and at once: a
-changed throttle takes effect without restarting the job (its digest holds only the client ids, not the rate).
+Kafka enforces a client quota on each broker separately (a client id may read the rate from every broker that leads
+partitions it fetches). So each quota is the throttle divided by the brokers of its cluster as the live state read
+them (rounded up; the whole throttle when the count was not read): the flow's reads from all brokers together stay
+within the throttle. A flow whose partitions are led by fewer brokers than the cluster has reads less than the
+throttle (each of those brokers holds it to its share); the division does not follow leadership moves, so the plan
+does not change with them. The job's own fetches are sized so that the quota paces them (`spec.fetch_sizing`).
+
+Each form is `{"cluster", "client_id", "flow", "<rate name>": bytes per second on each broker}`. A quota is
+created (the throttle was set), updated (it changed, or the cluster's broker count did) or deleted (the setting, or
+the flow, was removed: only quotas kmirror recorded are ever deleted). The quotas of a disabled flow are left as
+they are (its job is stopped; enabled again, it keeps its throttle). Brokers enforce a quota on any client with that
+id, whether kmirror's job runs or not, and at once: a changed throttle takes effect without restarting the job (its
+digest holds only the client ids, not the rate).
 
 What the clusters hold comes in as `live` (cluster -> client id -> {quota name: value}), read through Kafka's Java
 Admin client by the live-state reader for exactly the client ids named here or recorded. A cluster missing from it
@@ -53,12 +61,28 @@ def unread_warning(clusters: Iterable[str]) -> Diagnostic:
     )
 
 
-def flow_quotas(desired: DesiredState, flow: FlowSpec) -> dict[str, QuotaForm]:
-    """The quota forms a throttled flow needs, by address (empty when the flow has no throttle)."""
+def per_broker(rate: int, brokers: int | None) -> int:
+    """A flow's `rate` as the quota each of a cluster's `brokers` enforces (rounded up; None or 0: not divided)."""
+    return -(-rate // brokers) if brokers and brokers > 1 else rate
+
+
+def flow_quotas(
+    desired: DesiredState, flow: FlowSpec, brokers: Mapping[str, int] | None = None
+) -> dict[str, QuotaForm]:
+    """The quota forms a throttled flow needs, by address (empty when the flow has no throttle): each the throttle
+    divided by its cluster's `brokers` where the count is known (`per_broker`)."""
     rate = flow.replication.throttle
+    if rate is None:
+        return {}
+    brokers = brokers or {}
     return {
         quota_address(c.cluster, c.client_id): QuotaForm.model_validate(
-            {"cluster": c.cluster, "client_id": c.client_id, "flow": flow.name, c.quota: rate}
+            {
+                "cluster": c.cluster,
+                "client_id": c.client_id,
+                "flow": flow.name,
+                c.quota: per_broker(rate, brokers.get(c.cluster)),
+            }
         )
         for c in throttled_clients(desired, flow)
     }
@@ -69,14 +93,33 @@ def live_quotas(live: LiveState) -> dict[str, Mapping[str, Mapping[str, float]]]
     return {name: state.quotas for name, state in live.clusters.items() if state.quotas is not None}
 
 
-def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas | None = None) -> TopicPlan:
-    """The quota rows: `live` holds the quotas of each cluster that was read (None: none was)."""
+def live_brokers(live: LiveState) -> dict[str, int]:
+    """The brokers of each cluster whose metadata was read."""
+    return {name: state.brokers for name, state in live.clusters.items() if state.brokers}
+
+
+def plan_quotas(
+    desired: DesiredState,
+    recorded: RecordedState,
+    live: LiveQuotas | None = None,
+    brokers: Mapping[str, int] | None = None,
+) -> TopicPlan:
+    """The quota rows: `live` holds the quotas of each cluster that was read (None: none was), `brokers` the broker
+    count of each cluster whose metadata was read (a quota is the throttle's share of one broker)."""
     live = live or {}
+    brokers = brokers or {}
+    shares: dict[str, str] = {}
     unread: set[str] = set()
     out = TopicPlan()
     want: dict[str, QuotaForm] = {}
     for flow in desired.enabled_flows:
-        for address, form in flow_quotas(desired, flow).items():
+        for address, form in flow_quotas(desired, flow, brokers).items():
+            count = brokers.get(form.cluster, 1)
+            if count > 1 and flow.replication.throttle is not None:
+                shares[address] = (
+                    f"{format_byte_rate(flow.replication.throttle)} per second: {_rate(form)} on each of the "
+                    f"cluster's {count} brokers (Kafka enforces a client quota on each broker)"
+                )
             if address in want:  # two flows, one client id: only a flow's own consumer/producer client.id can do it
                 out.errors.append(
                     Diagnostic.error(
@@ -110,9 +153,11 @@ def plan_quotas(desired: DesiredState, recorded: RecordedState, live: LiveQuotas
             # withdraws kmirror's record.
             before = current if read else mine
         elif current is None:
-            action, reason, before = Action.CREATE, f"throttle the flow to {_rate(wanted)} per second", None
+            rate = shares.get(address, f"{_rate(wanted)} per second")
+            action, reason, before = Action.CREATE, f"throttle the flow to {rate}", None
         elif _rates(current) != _rates(wanted):
-            action, reason, before = Action.UPDATE, f"the flow's throttle is now {_rate(wanted)} per second", current
+            rate = shares.get(address, f"{_rate(wanted)} per second")
+            action, reason, before = Action.UPDATE, f"the flow's throttle is now {rate}", current
         elif mine is None or address in pending:
             action, reason, before = Action.UPDATE, "the quota is already set: kmirror records it as its own", current
         else:

@@ -196,3 +196,18 @@ def test_setting_a_throttle_on_a_running_flow_redeploys_its_job_after_the_quotas
     actions = [(c.kind, c.action) for c in p.changes]
     assert actions == [(Kind.QUOTA, Action.CREATE), (Kind.QUOTA, Action.CREATE), (Kind.JOB, Action.REPLACE)]
     assert p.changes[-1].after is not None and "client_ids" in p.changes[-1].after.model_dump(mode="json")["spec"]
+
+
+def test_each_brokers_quota_is_its_share_of_the_throttle() -> None:
+    """Kafka enforces a client quota on each broker: on a cluster of 3 brokers the flow could read 3x the throttle,
+    so each quota is the throttle divided by the cluster's brokers (rounded up), and the row says so."""
+    lv = live()
+    clusters = {n: replace(c, brokers={"src": 3, "dst": 2}[n]) for n, c in lv.clusters.items()}
+    p = plan(desired("replication: {throttle: 10MB}"), replace(lv, clusters=clusters))
+    quotas = _quotas(p)
+    assert quotas[SOURCE].after.model_dump(mode="json")["consumer_byte_rate"] == 3_333_334
+    assert quotas[TARGET].after.model_dump(mode="json")["producer_byte_rate"] == 5_000_000
+    assert "10MB per second: 3333334B on each of the cluster's 3 brokers" in quotas[SOURCE].reason
+    # a recorded quota of the whole throttle on a cluster that has grown to 3 brokers is lowered to its share
+    grown = plan(desired("replication: {throttle: 10MB}"), replace(lv, clusters=clusters), _owned_quotas(10_000_000))
+    assert _quotas(grown)[SOURCE].action == Action.UPDATE
