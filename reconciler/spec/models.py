@@ -351,8 +351,11 @@ class ReplicationSpec(SpecModel):
         description="The most bytes per second this flow's job may read from the source and write to the target "
         "(e.g. '10MB', 1000-based; '20MiB', 1024-based; a number alone is bytes), enforced by Kafka client quotas "
         "on the job's own client ids (`consumer_byte_rate` on the source, `producer_byte_rate` on the target), "
-        "planned as `quota/<cluster>/<client-id>`. Changing its value only alters the quotas; setting or removing "
-        "it also redeploys the job once (from its checkpoint), so that its clients take or drop those ids.",
+        "planned as `quota/<cluster>/<client-id>`; Kafka enforces a quota on each broker, so each is the throttle "
+        "divided by its cluster's brokers. The job fetches a tenth of a second of it per request, so that the "
+        "source's quota paces it evenly. Changing its value only alters the quotas (the job's fetch size follows at "
+        "its next start); setting or removing it also redeploys the job once (from its checkpoint), so that its "
+        "clients take or drop those ids.",
     )
 
     @property
