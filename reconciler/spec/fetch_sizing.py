@@ -11,9 +11,9 @@ The job's default fetches are large (8 MB per partition, up to 64 MB per request
 3-6 s of quota. The broker then lets through a burst of a whole window's quota (100 MB) in a second or two,
 answers every fetch empty until the burst's samples leave the window (11 s after their last event, and each
 refused fetch is an event), and lets the next burst through: 100 MB every 12-13 s, 7-8.5 MB/s at a 10 MB/s
-throttle (benchmarks/README.md; a model of the broker's arithmetic gives the same cycle). With responses of a
-small part of a second of quota, refused fetches are retried as the window frees, bursts spread over more
-samples and leave it a sample at a time, and the reads settle at the quota.
+throttle (benchmarks/README.md; `benchmarks/quota_model.py`, a model of the broker's arithmetic, gives the same
+cycle). With responses of a small part of a second of quota, refused fetches are retried as the window frees,
+bursts spread over more samples and leave it a sample at a time, and the reads come near the quota.
 
 So a throttled flow's consumers fetch at most `FETCH_QUOTA_SECONDS` of quota per request together
 (`fetch.max.bytes` = rate x that / consumers, at least `MIN_FETCH_BYTES`; `max.partition.fetch.bytes` no more),
