@@ -27,7 +27,9 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -78,14 +80,19 @@ class YarnCluster:
         }
 
 
-def _source() -> bytes:
-    return (resources.files("reconciler.devenv") / "jvm" / SOURCE).read_bytes()
+#: The credential-store writer, compiled into the same jar.
+CREDENTIALS_SOURCE = "HadoopCredentials.java"
+CREDENTIALS_CLASS = "io.kmirror.dev.HadoopCredentials"
+
+
+def _source(name: str = SOURCE) -> bytes:
+    return (resources.files("reconciler.devenv") / "jvm" / name).read_bytes()
 
 
 def minihadoop_jar() -> Path:
     """The MiniHadoop main's jar, compiled on first use (needs a JDK's `javac`)."""
-    source = _source()
-    version = hashlib.sha256(source).hexdigest()[:16]
+    sources = {SOURCE: _source(), CREDENTIALS_SOURCE: _source(CREDENTIALS_SOURCE)}
+    version = hashlib.sha256(b"".join(sources.values())).hexdigest()[:16]
     target = cache_root() / "jars" / f"kmirror-minihadoop-{version}" / "kmirror-minihadoop.jar"
     if target.exists():
         return target
@@ -93,7 +100,28 @@ def minihadoop_jar() -> Path:
     if javac is None:
         raise DevEnvError("`kmirror dev up --yarn` compiles a small Java main once with `javac`: install a JDK 17")
     libs = hadoop_minicluster_libs()
-    return compile_jar(javac, {SOURCE: source}, [f"{libs}/*"], target, "the local Hadoop's main")
+    return compile_jar(javac, sources, [f"{libs}/*"], target, "the local Hadoop's main")
+
+
+def store_credentials(cluster: YarnCluster, path: str, values: Mapping[str, str]) -> str:
+    """Store `values` (alias -> secret, e.g. `fs.s3a.secret.key`) in a Hadoop credential provider at `path` on the
+    local HDFS, as an operator does with `hadoop credential create`; the provider's URI
+    (`jceks://hdfs@host:port/path`), which `hadoop.security.credential.provider.path` or S3A's
+    `fs.s3a.security.credential.provider.path` names. The values go to the JVM on stdin, never a command line."""
+    java = jdk_tool("java")
+    if java is None:
+        raise DevEnvError("storing Hadoop credentials needs Java 17 (`java` on PATH or in $JAVA_HOME/bin)")
+    hdfs = urllib.parse.urlsplit(cluster.hdfs)
+    uri = f"jceks://hdfs@{hdfs.netloc}/{path.lstrip('/')}"
+    cmd = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{minihadoop_jar()}:{hadoop_minicluster_libs()}/*"]
+    env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "CLASSPATH")}
+    result = subprocess.run(
+        [*cmd, CREDENTIALS_CLASS, uri], input="".join(f"{k}={v}\n" for k, v in values.items()),
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise DevEnvError(f"could not store credentials in {uri}: {result.stderr.strip()[-800:]}")
+    return uri
 
 
 def read_record(home: Path) -> YarnCluster | None:

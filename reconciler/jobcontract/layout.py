@@ -120,31 +120,62 @@ class CheckpointRoot:
         return None if self.path is None else JobFolder(self.path / state_key / flow)
 
 
-def yarn_folder(root: CheckpointRoot, state_key: str, flow: str) -> str:
-    """The YARN runner's folder of `flow`'s job: a URI beside its checkpoint (spec.json, status.json, runner.json,
-    stop.request)."""
-    return f"{root.uri}/{state_key}/{flow}"
+#: Checkpoint roots on object storage: the job reaches them through the jars `artifacts.jars.filesystem_jars` adds,
+#: but kmirror keeps no job folder there (it reads those files without the store's credentials): a cluster runner's
+#: folders go to `spark.job_folder_root` (or, on YARN, the cluster's HDFS) and only the checkpoint goes to the store.
+OBJECT_STORE_SCHEMES = frozenset({"s3a"})
 
 
-def checkpoint_root_problem(text: str, deploy: str) -> str | None:
-    """Why `spark.checkpoint_root` cannot serve `spark.deploy`, or None.
+def scheme_of(text: str) -> str | None:
+    """The URI scheme of a path or URI, lower case; None for a path (`C:` is a drive, not a scheme)."""
+    match = _URI.match(text)
+    return match.group(1).lower() if match is not None and len(match.group(1)) > 1 else None
+
+
+def yarn_folder(root: CheckpointRoot, state_key: str, flow: str, folders: str | None = None) -> str:
+    """A cluster runner's folder of `flow`'s job as a URI (spec.json, status.json, runner.json, stop.request): under
+    `folders` (the job folders' root: `spark.job_folder_root`, or YARN's default for an object-store checkpoint
+    root) when given, else beside its checkpoint."""
+    return f"{(folders or root.uri).rstrip('/')}/{state_key}/{flow}"
+
+
+def checkpoint_root_problem(text: str, deploy: str, job_folder_root: str | None = None) -> str | None:
+    """Why `spark.checkpoint_root` (with `spark.job_folder_root`) cannot serve `spark.deploy`, or None.
 
     The standalone runner's driver runs on a worker, and later applies run from other checkouts: a relative path
     would mean a different folder on each, so the root must be absolute (or a `file:` URI) on a filesystem the
     workers and the machines running kmirror share, or an `hdfs:` URI (the runner reads the job's side files
-    through WebHDFS). The job's spec, status and log sit beside the checkpoint, so a root the CLI cannot read
-    (`s3a:`, `gs:`) serves the local runner only, for now (whose side files stay on the host; the job reaches an
-    `s3a:` checkpoint through the S3A jars `artifacts.jars.filesystem_jars` adds).
+    through WebHDFS). The job's spec, status and stop request sit beside the checkpoint unless the root is on object
+    storage (`s3a:`), whose side files go to `job_folder_root` instead (YARN: the cluster's HDFS by default); a
+    local job's side files stay on the host. `gs:` and `abfs:` roots are not shipped for cluster runners.
     """
-    match = _URI.match(text)
-    scheme = match.group(1).lower() if match is not None and len(match.group(1)) > 1 else None
-    if deploy == "yarn" and scheme != "hdfs":
+    scheme = scheme_of(text)
+    folders = scheme_of(job_folder_root) if job_folder_root else None
+    if job_folder_root is not None and deploy not in ("yarn", "standalone"):
         return (
-            f"checkpoint_root {text!r}: with deploy 'yarn' the driver runs in a YARN container and kmirror keeps each "
-            "job's spec, status and stop request beside its checkpoint on HDFS (read through WebHDFS); give an "
-            "hdfs:// URI (e.g. hdfs://namenode:8020/kmirror/checkpoints). s3a:, gs: and abfs: roots are not "
-            "supported with deploy 'yarn' yet (s3a: works with deploy 'local'; see docs/checkpoint-storage.md)"
+            f"job_folder_root {job_folder_root!r} serves deploy 'yarn' and 'standalone' only; with deploy {deploy!r} "
+            "each job's folder is on the host that runs it ($KMIRROR_HOME/jobs): leave job_folder_root out"
         )
+    if job_folder_root is not None and scheme not in OBJECT_STORE_SCHEMES:
+        return (
+            f"job_folder_root {job_folder_root!r} is for a checkpoint_root on object storage (s3a:); with "
+            f"checkpoint_root {text!r} each job's folder sits beside its checkpoint: leave job_folder_root out"
+        )
+    if deploy == "yarn":
+        if scheme not in ("hdfs", *OBJECT_STORE_SCHEMES):
+            return (
+                f"checkpoint_root {text!r}: with deploy 'yarn' the driver runs in a YARN container and kmirror keeps "
+                "each job's spec, status and stop request on HDFS (read through WebHDFS); give an hdfs:// URI (e.g. "
+                "hdfs://namenode:8020/kmirror/checkpoints) or an s3a:// URI (e.g. s3a://bucket/kmirror/checkpoints). "
+                "gs: and abfs: roots are not supported with deploy 'yarn' yet (see docs/checkpoint-storage.md)"
+            )
+        if job_folder_root is not None and folders != "hdfs":
+            return (
+                f"job_folder_root {job_folder_root!r}: with deploy 'yarn' kmirror reads the jobs' folders through "
+                "WebHDFS; give an hdfs:// URI (e.g. hdfs://namenode:8020/user/kmirror/jobs), or leave it out for "
+                "<fs.defaultFS>/user/<user>/kmirror"
+            )
+        return None
     if deploy != "standalone":
         return None
     if scheme is None and not Path(text).expanduser().is_absolute():
@@ -153,10 +184,27 @@ def checkpoint_root_problem(text: str, deploy: str) -> str | None:
             "later applies run from other checkouts; give an absolute path or a file: URI on a filesystem mounted at "
             "the same path on every worker and every machine that runs kmirror (e.g. file:///mnt/kmirror/checkpoints)"
         )
-    if scheme is not None and scheme not in ("file", "hdfs"):
+    if scheme in OBJECT_STORE_SCHEMES:
+        if job_folder_root is None:
+            return (
+                f"checkpoint_root {text!r} is on object storage, where kmirror keeps no job files: with deploy "
+                "'standalone' set job_folder_root to where each job's spec, status and stop request go instead: an "
+                "hdfs:// URI or an absolute path every worker and every machine running kmirror shares (e.g. "
+                "job_folder_root: hdfs://namenode:8020/kmirror/jobs)"
+            )
+    elif scheme is not None and scheme not in ("file", "hdfs"):
         return (
             f"checkpoint_root {text!r} uses {scheme}:, but with deploy 'standalone' kmirror keeps each job's spec, "
-            "status and log beside its checkpoint and reads them as files; use a shared filesystem path or file: URI "
-            "or an hdfs:// URI (s3a: roots work with deploy 'local'; see docs/checkpoint-storage.md)"
+            "status and log beside its checkpoint and reads them as files; use a shared filesystem path or file: URI, "
+            "an hdfs:// URI, or an s3a:// URI with job_folder_root (see docs/checkpoint-storage.md)"
+        )
+    if job_folder_root is not None and folders not in (None, "file", "hdfs"):
+        return (
+            f"job_folder_root {job_folder_root!r}: with deploy 'standalone' give an hdfs:// URI or an absolute path "
+            "(or file: URI) every worker and every machine running kmirror shares"
+        )
+    if job_folder_root is not None and folders is None and not Path(job_folder_root).expanduser().is_absolute():
+        return (
+            f"job_folder_root {job_folder_root!r} is relative; give an absolute path shared by the workers, or hdfs://"
         )
     return None

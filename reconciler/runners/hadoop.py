@@ -64,6 +64,7 @@ class HadoopClient:
     namenode_http: str  # http://host:port
     resource_manager: str  # http://host:port
     user: str
+    default_fs: str = ""  # core-site.xml's fs.defaultFS, when it is an hdfs:// URI
 
     @classmethod
     def from_conf_dir(cls, conf_dir: Path, *, yarn: bool = True) -> HadoopClient:
@@ -90,7 +91,17 @@ class HadoopClient:
                     "(core-site.xml) says where the NameNode's WebHDFS is"
                 )
             nn = f"{default_fs.hostname}:9870"
-        return cls(_http(nn), _http(rm) if rm else "", hadoop_user())
+        default = props.get("fs.defaultFS", "").rstrip("/")
+        return cls(_http(nn), _http(rm) if rm else "", hadoop_user(), default if default.startswith("hdfs://") else "")
+
+    def home_folder(self, name: str) -> str:
+        """`<fs.defaultFS>/user/<user>/<name>`: this user's folder on the cluster's HDFS (as `.sparkStaging` is)."""
+        if not self.default_fs:
+            raise JobRunnerError(
+                "the Hadoop configuration's fs.defaultFS (core-site.xml) is not an hdfs:// URI, so kmirror has no "
+                "HDFS for the jobs' folders of an s3a: checkpoint_root; set spark.job_folder_root to an hdfs:// URI"
+            )
+        return f"{self.default_fs}/user/{self.user}/{name}"
 
     # -- WebHDFS --------------------------------------------------------------------------------------------
     def read(self, uri: str) -> bytes | None:

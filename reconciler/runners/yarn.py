@@ -51,11 +51,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from reconciler.artifacts import job_jars
+from reconciler.artifacts import filesystem_jars, job_jars
 from reconciler.artifacts.driver_home import driver_home, spark_env
 from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import JobReport, read_report
-from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
+from reconciler.jobcontract.layout import (
+    OBJECT_STORE_SCHEMES,
+    CheckpointRoot,
+    JobFolder,
+    local_job_folder,
+    scheme_of,
+    yarn_folder,
+)
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
 from reconciler.resources.deployments import Deployment, YarnDeployment, deployment_of, mark_stopped
 from reconciler.resources.job_status import JobInfo, JobStatus
@@ -154,6 +161,15 @@ class YarnRunner:
         path = Path(configured).expanduser()
         return (path if path.is_absolute() else self.base_dir / path).resolve()
 
+    @property
+    def folders(self) -> str | None:
+        """Where the jobs' folders go when not beside their checkpoints: for an object-store checkpoint root (s3a:),
+        `spark.job_folder_root`, else `<fs.defaultFS>/user/<user>/kmirror` on the cluster's HDFS. Only the
+        checkpoint goes to the object store: kmirror reads the side files through WebHDFS, with no S3 credentials."""
+        if scheme_of(self.spark.checkpoint_root) not in OBJECT_STORE_SCHEMES:
+            return None
+        return self.spark.job_folder_root or self.hadoop.home_folder("kmirror")
+
     def local_folder(self, flow: str) -> JobFolder:
         return local_job_folder(self.state_key, flow, self.root)
 
@@ -162,7 +178,8 @@ class YarnRunner:
         found = previous if previous is not None else self._previous(flow)
         if found is not None and found.folder:
             return found.folder
-        return yarn_folder(CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir), self.state_key, flow)
+        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        return yarn_folder(root, self.state_key, flow, self.folders)
 
     # -- the executor's protocol ----------------------------------------------------------------------------
     def deploy(self, flow: str, spec: EffectiveSpec, spec_digest: str) -> YarnDeployment:
@@ -177,7 +194,11 @@ class YarnRunner:
         self.stop(flow)
         root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
         checkpoint = checkpoint_for(flow, root, self.state_key, previous)
-        remote = self.folder(flow, previous) if previous is not None else yarn_folder(root, self.state_key, flow)
+        remote = (
+            self.folder(flow, previous)
+            if previous is not None
+            else yarn_folder(root, self.state_key, flow, self.folders)
+        )
         local = self.local_folder(flow)
         local.path.mkdir(parents=True, exist_ok=True)
         job_spec.write(local.spec)
@@ -198,7 +219,7 @@ class YarnRunner:
             "--deploy-mode", "cluster",
             "--name", f"kmirror-{flow}",
             "--properties-file", str(local.path / "spark.properties"),
-            "--jars", ",".join(str(p) for p in job_jars()),
+            "--jars", ",".join(str(p) for p in [*job_jars(), *filesystem_jars(checkpoint)]),
             "--files", f"{remote}/spec.json,{local.path / _LOG4J}",
             str(ENTRY),
             "--kmirror-folder", remote,
@@ -368,7 +389,8 @@ class YarnRunner:
         if manages_own_environment(self.spark):
             return None
         archive, _built = job_env_archive()
-        uri = self.hadoop.upload_once(archive, f"{root.uri}/_kmirror/envs/{archive.parent.name}/{archive.name}")
+        base = self.folders or root.uri
+        uri = self.hadoop.upload_once(archive, f"{base}/_kmirror/envs/{archive.parent.name}/{archive.name}")
         props["spark.archives"] = f"{uri}#{_ENV_DIR}"
         props["spark.pyspark.python"] = props["spark.pyspark.driver.python"] = f"./{_ENV_DIR}/bin/python"
         return uri
@@ -381,7 +403,7 @@ class YarnRunner:
             return recorded
         root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
         try:
-            data = self.hadoop.read(f"{yarn_folder(root, self.state_key, flow)}/runner.json")
+            data = self.hadoop.read(f"{yarn_folder(root, self.state_key, flow, self.folders)}/runner.json")
         except JobRunnerError:
             return None
         try:

@@ -155,7 +155,8 @@ class SparkSpec(SpecModel):
         "<state topic>@<state cluster id>/<flow>: a "
         "path or a URI (file:, hdfs:, s3a:, ...). With deploy 'standalone', an absolute path or file: URI on a "
         "filesystem every worker and every machine that runs kmirror mounts at the same path (the jobs' spec, "
-        "status and log sit beside the checkpoints), or an hdfs: URI (with hadoop_conf_dir). A relative path is "
+        "status and log sit beside the checkpoints), or an hdfs: URI (with hadoop_conf_dir). An s3a: URI works with "
+        "every deploy; with 'yarn' and 'standalone' the jobs' folders then go to job_folder_root. A relative path is "
         "taken from this file's folder (deploy 'local' only).",
     )
     hadoop_conf_dir: str | None = Field(
@@ -163,6 +164,15 @@ class SparkSpec(SpecModel):
         description="deploy=yarn, or deploy=standalone with an hdfs: checkpoint_root: the Hadoop client "
         "configuration folder (core-site.xml, hdfs-site.xml, yarn-site.xml: the NameNode and, for yarn, the "
         "ResourceManager addresses); left out, $HADOOP_CONF_DIR. A relative path is taken from this file's folder.",
+    )
+    job_folder_root: str | None = Field(
+        default=None,
+        description="deploy=yarn or standalone with an object-store checkpoint_root (s3a:): where each job's folder "
+        "(spec, status, runner record, stop request) lives instead, under <state topic>@<state cluster id>/<flow>, "
+        "since kmirror reads and writes those files without S3 credentials: an hdfs: URI (read through WebHDFS), or "
+        "for standalone also an absolute path shared by the workers and the machines running kmirror. Left out with "
+        "deploy 'yarn': <fs.defaultFS>/user/<user>/kmirror on the cluster's HDFS (HADOOP_CONF_DIR); with deploy "
+        "'standalone' it is required. Only the checkpoint goes to S3. See docs/checkpoint-storage.md.",
     )
     conf: ConfigMap = Field(default_factory=dict, description="Extra Spark configuration for every job.")
     application: ApplicationName | None = Field(
@@ -182,7 +192,7 @@ class SparkSpec(SpecModel):
             raise ValueError(f"deploy 'yarn' needs master 'yarn' (or none), got {self.master!r}")
         if self.deploy == "standalone" and not (self.master or "").startswith("spark://"):
             raise ValueError(f"deploy 'standalone' needs master 'spark://host:7077', got {self.master!r}")
-        problem = checkpoint_root_problem(self.checkpoint_root, self.deploy)
+        problem = checkpoint_root_problem(self.checkpoint_root, self.deploy, self.job_folder_root)
         if problem is not None:
             raise ValueError(problem)
         mode = self.conf.get("spark.kmirror.mode")

@@ -95,6 +95,30 @@ def _check_inline_secrets(properties: Mapping[str, object], path: FieldPath, rep
         )
 
 
+#: Hadoop filesystem settings whose credentials a YARN job must take from the cluster, not from kmirror's file.
+_STORAGE_PREFIXES = ("spark.hadoop.fs.s3a.", "spark.hadoop.fs.gs.", "spark.hadoop.fs.azure.")
+
+
+def _check_yarn_storage_credentials(conf: Mapping[str, object], report: _Report) -> None:
+    """With deploy 'yarn', object-store credentials come from the cluster: a reference would resolve in the YARN
+    container (the NodeManager's environment and disk, not kmirror's), and a resolved value in the submission would
+    sit in the application's launch context, which YARN keeps and shows."""
+    for key, value in conf.items():
+        if not key.startswith(_STORAGE_PREFIXES) or not is_sensitive_key(key) or not isinstance(value, SecretRef):
+            continue
+        report.add(
+            ("spark", "conf", key),
+            "with deploy 'yarn' an object-store credential cannot come from kmirror: a reference resolves in the YARN "
+            "container (the NodeManager's environment and disk), and kmirror never puts a resolved secret in a "
+            "submission",
+            "take it from the cluster: leave it out for the nodes' instance profile or core-site.xml, or store it in a "
+            "Hadoop credential provider on HDFS (`hadoop credential create fs.s3a.secret.key -provider "
+            "jceks://hdfs@namenode:8020/user/<user>/s3.jceks`) and name that file in "
+            "spark.hadoop.fs.s3a.security.credential.provider.path (docs/checkpoint-storage.md)",
+            at_key=True,
+        )
+
+
 def _check_state_cluster(state: DesiredState, report: _Report) -> None:
     if state.state.cluster not in state.clusters:
         report.add(
@@ -106,6 +130,8 @@ def _check_state_cluster(state: DesiredState, report: _Report) -> None:
 
 def _check_spark(state: DesiredState, report: _Report) -> None:
     _check_inline_secrets(state.spark.conf, ("spark", "conf"), report)
+    if state.spark.deploy == "yarn":
+        _check_yarn_storage_credentials(state.spark.conf, report)
     key = state.spark.rest_jws_secret_key
     if key is not None and not isinstance(key, SecretRef):
         report.add(

@@ -94,7 +94,16 @@ def test_only_a_root_every_worker_and_checkout_shares_serves_the_standalone_runn
     assert checkpoint_root_problem("file:///mnt/k", "standalone") is None
     assert "is relative" in (checkpoint_root_problem("cp", "standalone") or "")
     assert checkpoint_root_problem("hdfs://nn/k", "standalone") is None  # side files through WebHDFS
-    assert "s3a:" in (checkpoint_root_problem("s3a://b/k", "standalone") or "")
+    assert "set job_folder_root" in (checkpoint_root_problem("s3a://b/k", "standalone") or "")
+    # An s3a: checkpoint with the jobs' folders elsewhere: on HDFS or a shared path (standalone), on HDFS (yarn).
+    assert checkpoint_root_problem("s3a://b/k", "standalone", "hdfs://nn/jobs") is None
+    assert checkpoint_root_problem("s3a://b/k", "standalone", "/mnt/jobs") is None
+    assert "is relative" in (checkpoint_root_problem("s3a://b/k", "standalone", "jobs") or "")
+    assert checkpoint_root_problem("s3a://b/k", "yarn") is None  # default: <fs.defaultFS>/user/<user>/kmirror
+    assert checkpoint_root_problem("s3a://b/k", "yarn", "hdfs://nn/jobs") is None
+    assert "WebHDFS" in (checkpoint_root_problem("s3a://b/k", "yarn", "/mnt/jobs") or "")
+    assert "gs: and abfs:" in (checkpoint_root_problem("gs://b/k", "yarn") or "")
+    assert "leave job_folder_root out" in (checkpoint_root_problem("s3a://b/k", "local", "hdfs://nn/j") or "")
 
 
 def test_a_recorded_checkpoint_is_used_on_and_an_old_unkeyed_one_is_found(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ duplicate); the flow disabled stops it gracefully (FINISHED, SUCCEEDED, no kill)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +35,9 @@ from confluent_kafka import Producer
 
 from reconciler.app import operations
 from reconciler.artifacts.job_env import job_env_archive
-from reconciler.devenv import yarn_local
+from reconciler.devenv import minio_local, yarn_local
+from reconciler.devenv.minio_local import LocalS3
+from reconciler.devenv.s3_requests import list_keys
 from reconciler.devenv.yarn_local import YarnCluster
 from reconciler.plan.definition import Plan
 from reconciler.runners import FlowRunners, YarnJob
@@ -47,6 +52,7 @@ from tests.integration.replication.conftest import (
     read_partition,
     wait_for,
 )
+from tests.integration.replication.test_s3_checkpoints import _state_topic_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -319,3 +325,144 @@ def test_a_disabled_flow_stops_its_application_gracefully(setup: Setup) -> None:
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app  # stopped itself, not killed
     report = json.loads(setup.client.read(f"{job.remote_folder}/status.json") or b"{}")
     assert report.get("state") == "stopped", report
+
+
+# -- an s3a: checkpoint root on YARN (last: the flow above is stopped, so the NodeManager has room) -------------------
+
+S3_FLOW = "s3flow"
+
+
+@pytest.fixture(scope="module")
+def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    home = tmp_path_factory.mktemp("minio")
+    server = minio_local.start(home)  # built once into the cache (CI builds it in the background)
+    try:
+        yield server
+    finally:
+        minio_local.stop(home)
+
+
+def write_s3_file(base: Path, setup: Setup, s3: LocalS3, provider: str, *, with_flow: bool = True) -> DesiredState:
+    tag = setup.tag
+    flows = (
+        f"""
+  - name: {S3_FLOW}
+    source: s{tag}
+    target: t{tag}
+    topics: {{include: ["ys3{tag}\\\\..*"]}}
+    sync: {{acls: false, group_offsets: false}}
+    heartbeats: {{enabled: false}}
+"""
+        if with_flow
+        else " []\n"
+    )
+    (base / "kmirror.yaml").write_text(f"""
+version: 1
+clusters:
+  s{tag}: {{bootstrap_servers: "{setup.source.bootstrap_servers}"}}
+  t{tag}: {{bootstrap_servers: "{setup.target.bootstrap_servers}"}}
+state: {{cluster: t{tag}, topic: _kmirror.state.s3y{tag}}}
+spark:
+  deploy: yarn
+  hadoop_conf_dir: "{setup.hadoop.hadoop_conf_dir}"
+  checkpoint_root: "s3a://{s3.bucket}/yarn-{tag}"
+  conf:
+    spark.kmirror.mode: microbatch
+    spark.kmirror.triggerInterval: "500 milliseconds"
+    spark.executor.instances: 1
+    spark.executor.memory: 512m
+    spark.driver.memory: 512m
+    spark.hadoop.fs.s3a.endpoint: "{s3.endpoint}"
+    spark.hadoop.fs.s3a.endpoint.region: "{minio_local.REGION}"
+    spark.hadoop.fs.s3a.path.style.access: "true"
+    spark.hadoop.fs.s3a.security.credential.provider.path: "{provider}"
+flows:{flows}""")
+    return load_desired_state(base / "kmirror.yaml")
+
+
+@pytest.mark.timeout(900)
+def test_an_s3_checkpoint_on_yarn_with_the_clusters_credentials_copies_and_is_deleted_with_its_flow(
+    setup: Setup, minio: LocalS3, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`checkpoint_root: s3a://` with deploy yarn: the checkpoint in the bucket, the job's folder on the cluster's
+    HDFS (`/user/<user>/kmirror`), S3A's jars shipped with the application, and the keys only in a Hadoop credential
+    provider on HDFS (jceks, 600), as an operator's cluster keeps them: in no job file, command line, state record
+    or plan. A fresh checkout plans nothing; the flow removed from the file stops gracefully and its S3 checkpoint
+    is deleted."""
+    began = time.monotonic()
+    keys = minio.client()
+    client = setup.client
+    provider = yarn_local.store_credentials(
+        setup.hadoop,
+        f"/user/{client.user}/s3-{setup.tag}.jceks",
+        {"fs.s3a.access.key": keys.access_key, "fs.s3a.secret.key": keys.secret_key},
+    )
+    store = urllib.parse.urlsplit(provider).path
+    with urllib.request.urlopen(
+        f"{client.namenode_http}/webhdfs/v1{store}?op=GETFILESTATUS&user.name={client.user}", timeout=15
+    ) as resp:
+        assert json.loads(resp.read())["FileStatus"]["permission"] == "600"
+
+    checkout = tmp_path_factory.mktemp("yarn-s3-checkout-a")
+    desired = write_s3_file(checkout, setup, minio, provider)
+    topic = f"ys3{setup.tag}.orders"
+    create_topic(setup.source, topic, 2)
+    producer = Producer(setup.source.config())
+    for i in range(200):
+        producer.produce(topic, value=f"s{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    remote = desired.flow(S3_FLOW).remote_topic(topic)
+    started = time.monotonic()
+    result = operations.apply(desired)
+    assert result is not None and not result.failed, result.failed if result else None
+    wait_for("the 200 records on the target", lambda: sum(end_offsets(setup.target, remote).values()) >= 200, 180)
+    print(f"yarn+s3: apply -> 200 records on the target in {time.monotonic() - started:.1f}s")
+    for p in range(2):
+        got = [r.value for r in read_partition(setup.target, remote, p)]
+        assert got == [f"s{i}".encode() for i in range(p, 200, 2)], f"partition {p}"
+
+    runner = operations.job_runner(desired, operations.read_state(desired).recorded())
+    job = runner.job(S3_FLOW)
+    assert isinstance(job, YarnJob) and job.running and job.checkpoint is not None, job
+    assert job.checkpoint.startswith(f"s3a://{minio.bucket}/yarn-{setup.tag}/_kmirror.state.s3y{setup.tag}@")
+    prefix = job.checkpoint.removeprefix(f"s3a://{minio.bucket}/") + "/"
+    # The side files are on the cluster's HDFS, in this user's folder; the checkpoint only in the bucket.
+    assert job.remote_folder.startswith(f"{setup.hadoop.hdfs}/user/{client.user}/kmirror/"), job.remote_folder
+    status = json.loads(client.read(f"{job.remote_folder}/status.json") or b"{}")
+    assert status.get("state") == "running" and status.get("app_id") == job.app_id, status
+    wait_for(
+        "committed batches in the S3 checkpoint",
+        lambda: any("/commits/" in k for k in list_keys(keys, minio.bucket, prefix)),
+        60,
+    )
+
+    secret = keys.secret_key
+    for name in ("spec.json", "status.json", "runner.json"):
+        assert secret not in (client.read(f"{job.remote_folder}/{name}") or b"").decode(errors="replace"), name
+    for path in Path(job.folder).iterdir():
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path
+    containers = yarn_local._container_pids(Path(setup.hadoop.home))
+    assert containers, "the application's containers"
+    for pid in containers:
+        with contextlib.suppress(OSError):
+            assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+            assert secret.encode() not in Path(f"/proc/{pid}/environ").read_bytes(), pid
+    assert secret not in _state_topic_text(setup.target, f"_kmirror.state.s3y{setup.tag}")
+
+    checkout_b = tmp_path_factory.mktemp("yarn-s3-checkout-b")
+    shutil.copy(checkout / "kmirror.yaml", checkout_b / "kmirror.yaml")
+    plan = kmirror("plan", "-f", "kmirror.yaml", "--detailed-exitcode", "--format", "json", cwd=checkout_b)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert secret not in plan.stdout + plan.stderr
+
+    # The flow leaves the file: stopped gracefully (no kill), its S3 checkpoint deleted.
+    removed = write_s3_file(checkout, setup, minio, provider, with_flow=False)
+    stopping = time.monotonic()
+    result = operations.apply(removed)
+    assert result is not None and not result.failed, result.failed if result else None
+    print(f"yarn+s3: flow removed -> stopped and its checkpoint deleted in {time.monotonic() - stopping:.1f}s")
+    app = client.application(job.app_id or "")
+    assert app is not None and (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app
+    assert list_keys(keys, minio.bucket, prefix) == [], "the removed flow's S3 checkpoint is deleted"
+    print(f"yarn+s3 test: {time.monotonic() - began:.1f}s (load {os.getloadavg()[0]:.1f})")

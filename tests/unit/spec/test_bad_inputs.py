@@ -255,7 +255,35 @@ CASES: list[tuple[str, str, int, str]] = [
             "checkpoint_root: 's3a://bucket/kmirror'}\nflows:",
         ),
         6,
-        "use a shared filesystem path or file: URI or an hdfs:// URI",
+        "with deploy 'standalone' set job_folder_root to where each job's spec, status and stop request go",
+    ),
+    (
+        "spark-yarn-job-folder-root-not-hdfs",
+        HEAD.replace(
+            "flows:",
+            "spark: {deploy: yarn, checkpoint_root: 's3a://bucket/kmirror', job_folder_root: '/mnt/k'}\nflows:",
+        ),
+        6,
+        "with deploy 'yarn' kmirror reads the jobs' folders through WebHDFS; give an hdfs:// URI",
+    ),
+    (
+        "spark-job-folder-root-beside-hdfs",
+        HEAD.replace(
+            "flows:",
+            "spark: {deploy: yarn, checkpoint_root: 'hdfs://nn/k', job_folder_root: 'hdfs://nn/j'}\nflows:",
+        ),
+        6,
+        "is for a checkpoint_root on object storage (s3a:)",
+    ),
+    (
+        "spark-yarn-s3-key-reference",
+        HEAD.replace(
+            "flows:",
+            "spark:\n  deploy: yarn\n  checkpoint_root: 's3a://bucket/kmirror'\n  conf:\n"
+            "    spark.hadoop.fs.s3a.secret.key: '${env:S3_SECRET}'\nflows:",
+        ),
+        10,
+        "with deploy 'yarn' an object-store credential cannot come from kmirror",
     ),
     (
         "spark-mode-unknown",
