@@ -67,6 +67,7 @@ from reconciler.runners.common import (
 )
 from reconciler.runners.local_apps import LocalApplications, application_of
 from reconciler.runners.local_submit import submit
+from reconciler.runners.object_store import forget_checkpoint
 from reconciler.runners.processes import alive
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
@@ -232,6 +233,9 @@ class LocalRunner:
             forget_job(JobFolder(Path(previous.folder)), previous)
         elif previous is not None:
             forget_job(self.folder(flow), previous)
+        if previous is not None:  # on S3: deleted with the job's settings (its references resolve here, as its own)
+            conf_dir = os.environ.get("HADOOP_CONF_DIR")
+            forget_checkpoint(previous.checkpoint, self.spark, self.base_dir, Path(conf_dir) if conf_dir else None)
         self.deployments.pop(flow, None)
 
     # -- the planner's input --------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ from reconciler.runners.common import (
     write_properties,
 )
 from reconciler.runners.hadoop import ACTIVE_STATES, HadoopClient, YarnApp
+from reconciler.runners.object_store import forget_checkpoint
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 
@@ -310,6 +311,7 @@ class YarnRunner:
             checkpoint = previous.checkpoint
             if checkpoint is not None and checkpoint.startswith("hdfs:"):
                 self.hadoop.delete(checkpoint, recursive=True)
+            forget_checkpoint(checkpoint, self.spark, self.base_dir, self.conf_dir)  # s3a:, through Hadoop's S3A
             self.hadoop.delete(f"{self.folder(flow, previous)}/runner.json")
         with contextlib.suppress(FileNotFoundError):
             self.local_folder(flow).runner.unlink()
