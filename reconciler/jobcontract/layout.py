@@ -13,7 +13,9 @@ cluster id, not the written `bootstrap_servers`, so editing the broker list chan
   this host, under `$KMIRROR_HOME` (default `~/.local/state/kmirror`) `/jobs/<state key>/<flow>`; for the
   standalone runner beside the checkpoint, `<checkpoint_root>/<state key>/<flow>`, on the filesystem the
   workers and every machine that runs kmirror share; for the YARN runner beside the checkpoint on HDFS
-  (`<checkpoint_root>/<state key>/<flow>`, a URI: `yarn_folder`).
+  (`<checkpoint_root>/<state key>/<flow>`, a URI: `yarn_folder`). A checkpoint root on object storage (`s3a:`)
+  holds the checkpoints only: the cluster runners' folders go under `spark.job_folder_root` (YARN's default: the
+  cluster's HDFS, `<fs.defaultFS>/user/<user>/kmirror`).
 
 What apply deployed (runner, the runner's id of the job, digest, checkpoint, folder) is recorded in the state
 topic as well, and a recorded folder and checkpoint are used on: these paths are where a new deployment goes. Jobs

@@ -20,7 +20,10 @@ and `stop.request`. An `hdfs://` checkpoint root shares no path: the folder is a
 the runner reads and writes through WebHDFS (`hadoop.py`, the Hadoop configuration of `spark.hadoop_conf_dir` or
 `$HADOOP_CONF_DIR`) and the driver through Hadoop's FileSystem API (`standalone_entry.py --kmirror-folder`, as on
 YARN); this host keeps a copy of the last status read in `$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`,
-which is what `job(flow).folder` names, and the driver's output stays in its folder on the worker.
+which is what `job(flow).folder` names, and the driver's output stays in its folder on the worker. An `s3a:`
+checkpoint root holds the checkpoints only: the folders (and what the jobs carry, S3A's jars among them) go under
+`spark.job_folder_root`, an `hdfs://` URI or a shared path, and a removed flow's S3 checkpoint is deleted through
+`object_store.py`.
 
 The job carries its own Python and jars, as on YARN: apply copies, once per kmirror version and install, the packed
 environment (`artifacts.job_env`), the driver's entry file and the job's jars to `<checkpoint_root>/_kmirror/envs/
@@ -58,10 +61,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.artifacts import job_jars
+from reconciler.artifacts import filesystem_jars, job_jars
 from reconciler.artifacts.job_env import job_env_archive
 from reconciler.jobcontract.job_report import read_report
-from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
+from reconciler.jobcontract.layout import (
+    OBJECT_STORE_SCHEMES,
+    CheckpointRoot,
+    JobFolder,
+    local_job_folder,
+    scheme_of,
+    yarn_folder,
+)
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
 from reconciler.resources.deployments import Deployment, StandaloneDeployment, deployment_of, mark_stopped
 from reconciler.resources.job_status import JobInfo, JobStatus
@@ -83,6 +93,7 @@ from reconciler.runners.common import (
     write_private,
 )
 from reconciler.runners.hadoop import HadoopClient
+from reconciler.runners.object_store import forget_checkpoint
 from reconciler.runners.rest import DriverStatus, RestClient, create_request
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
@@ -200,18 +211,32 @@ class StandaloneRunner:
     def hadoop(self) -> HadoopClient:
         """WebHDFS of the Hadoop configuration (`spark.hadoop_conf_dir`, else `$HADOOP_CONF_DIR`): an hdfs:// root."""
         if self._hadoop is None:
-            configured = self.spark.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
-            if not configured:
+            conf_dir = self._conf_dir()
+            if conf_dir is None:
                 raise JobRunnerError(
-                    f"spark.checkpoint_root {self.spark.checkpoint_root!r} is on HDFS: kmirror reads the jobs' side "
-                    "files through WebHDFS and needs the Hadoop client configuration; set spark.hadoop_conf_dir or "
+                    f"the jobs' folders of spark.checkpoint_root {self.spark.checkpoint_root!r} are on HDFS: kmirror "
+                    "reads their files through WebHDFS and needs the Hadoop client configuration; set "
+                    "spark.hadoop_conf_dir or "
                     "$HADOOP_CONF_DIR to the folder with core-site.xml and hdfs-site.xml"
                 )
-            path = Path(configured).expanduser()
-            self._hadoop = HadoopClient.from_conf_dir(
-                (path if path.is_absolute() else self.base_dir / path).resolve(), yarn=False
-            )
+            self._hadoop = HadoopClient.from_conf_dir(conf_dir, yarn=False)
         return self._hadoop
+
+    def _conf_dir(self) -> Path | None:
+        configured = self.spark.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
+        if not configured:
+            return None
+        path = Path(configured).expanduser()
+        return (path if path.is_absolute() else self.base_dir / path).resolve()
+
+    def _folders(self, spark: SparkSpec | None = None) -> CheckpointRoot:
+        """Where the jobs' folders (and what the jobs carry) live: beside the checkpoints, or, for a checkpoint root
+        on object storage (s3a:), under `spark.job_folder_root` (an hdfs: URI or a shared path): only the
+        checkpoint goes to the object store, kmirror reads the side files with no S3 credentials."""
+        spark = spark or self.spark
+        if scheme_of(spark.checkpoint_root) in OBJECT_STORE_SCHEMES and spark.job_folder_root:
+            return CheckpointRoot.parse(spark.job_folder_root, self.base_dir)
+        return CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
 
     def remote_folder(self, flow: str, previous: Deployment | None = None) -> str | None:
         """The flow's folder as a URI when its side files are on HDFS (not a shared path), else None."""
@@ -219,7 +244,7 @@ class StandaloneRunner:
         recorded = found.folder if found is not None else None
         if recorded:
             return recorded if "://" in recorded else None
-        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        root = self._folders()
         return None if root.path is not None else yarn_folder(root, self.state_key, flow)
 
     def folder(self, flow: str, previous: Deployment | None = None) -> JobFolder:
@@ -231,7 +256,7 @@ class StandaloneRunner:
         recorded = folder_of(previous)
         if recorded is not None:
             return recorded
-        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_key, flow)
+        folder = self._folders().job_folder(self.state_key, flow)
         if folder is None:
             raise JobRunnerError(
                 f"spark.checkpoint_root {self.spark.checkpoint_root!r} is not a shared filesystem path; deploy "
@@ -250,8 +275,10 @@ class StandaloneRunner:
         job_spec = JobSpec.for_deploy(flow, spec, spec_digest, self.base_dir, self.state_topic, previous)
         spark = job_spec.spark
         self.stop(flow)
-        root = CheckpointRoot.parse(spark.checkpoint_root, self.base_dir)
-        checkpoint = checkpoint_for(flow, root, self.state_key, previous)
+        checkpoint = checkpoint_for(
+            flow, CheckpointRoot.parse(spark.checkpoint_root, self.base_dir), self.state_key, previous
+        )
+        root = self._folders(spark)  # where the job's folder and what it carries go: beside the checkpoints, or not
         if root.path is None:
             return self._deploy_remote(flow, job_spec, spark, root, checkpoint, previous)
         folder = self.folder(flow, previous) if previous is not None else root.job_folder(self.state_key, flow)
@@ -267,7 +294,7 @@ class StandaloneRunner:
                 stale.unlink()
         rest = self._client(spark.rest_url) if spark.rest_url else self.rest
         resume = checkpoint_missing(checkpoint, previous) is not False
-        shipped = self.ship(root, spark)
+        shipped = self.ship(root, spark, checkpoint)
         request = self.request(flow, spark, folder, spec_digest, checkpoint, resume_from_syncs=resume, shipped=shipped)
         with folder.log.open("ab") as out:
             banner = f"\n===== kmirror: submitting flow {flow} with {spec_digest} to {rest.url} at {now()} =====\n"
@@ -324,6 +351,8 @@ class StandaloneRunner:
                 self.folder(flow, previous).runner.unlink()
         elif previous is not None:
             forget_job(self.folder(flow, previous), previous)
+        if previous is not None:  # on S3: deleted with the job's settings (references resolve here)
+            forget_checkpoint(previous.checkpoint, self.spark, self.base_dir, self._conf_dir())
         self.deployments.pop(flow, None)
 
     # -- the planner's input --------------------------------------------------------------------------------
@@ -405,7 +434,7 @@ class StandaloneRunner:
             props["spark.driver.extraJavaOptions"] = " ".join(
                 p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j) if p
             )
-        jars = [_uri(p) for p in (shipped.jars if shipped else job_jars())]
+        jars = [_uri(p) for p in (shipped.jars if shipped else [*job_jars(), *filesystem_jars(checkpoint)])]
         props["spark.jars"] = ",".join([*jars, *filter(None, props.get("spark.jars", "").split(","))])
         if remote is None:
             args = [
@@ -438,7 +467,7 @@ class StandaloneRunner:
             spark_version=pyspark.__version__,
         )
 
-    def ship(self, root: CheckpointRoot, spark: SparkSpec) -> ShippedJob | None:
+    def ship(self, root: CheckpointRoot, spark: SparkSpec, checkpoint: str = "") -> ShippedJob | None:
         """Copy the job's environment, entry file and jars to `<root>/_kmirror/envs/<key>/` (once per key: kmirror's
         version, source and installed packages); None when `spark.conf` manages the environment itself."""
         if manages_own_environment(spark):
@@ -450,11 +479,11 @@ class StandaloneRunner:
             return ShippedJob(
                 archive=self.hadoop.upload_once(archive, f"{base}/{archive.name}"),
                 entry=self.hadoop.upload_once(ENTRY, f"{base}/{ENTRY.name}"),
-                jars=tuple(self.hadoop.upload_once(jar, f"{base}/jars/{jar.name}") for jar in job_jars()),
+                jars=tuple(self.hadoop.upload_once(jar, f"{base}/jars/{jar.name}") for jar in _jars(checkpoint)),
                 python=python,
             )
         shared = root.path / "_kmirror" / "envs" / archive.parent.name
-        jars = tuple(_copy_once(jar, shared / "jars" / jar.name) for jar in job_jars())
+        jars = tuple(_copy_once(jar, shared / "jars" / jar.name) for jar in _jars(checkpoint))
         return ShippedJob(
             archive=_copy_once(archive, shared / archive.name),
             entry=_copy_once(ENTRY, shared / ENTRY.name),
@@ -493,7 +522,7 @@ class StandaloneRunner:
             local.status.unlink()
         self.hadoop.write(f"{remote}/spec.json", local.spec.read_bytes())
         rest = self._client(spark.rest_url) if spark.rest_url else self.rest
-        shipped = self.ship(root, spark)
+        shipped = self.ship(root, spark, checkpoint)
         resume = previous is not None  # the job checks its checkpoint itself; without offsets, the syncs
         request = self.request(
             flow, spark, local, job_spec.digest, checkpoint, resume_from_syncs=resume, shipped=shipped, remote=remote
@@ -513,7 +542,7 @@ class StandaloneRunner:
         recorded = self.deployments.get(flow)
         if recorded is not None:
             return recorded
-        root = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir)
+        root = self._folders()
         folder = root.job_folder(self.state_key, flow)
         if folder is not None:
             written = read_json(folder.runner)
@@ -527,7 +556,7 @@ class StandaloneRunner:
 
     def _flows(self) -> list[str]:
         flows = set(self.deployments)
-        folder = CheckpointRoot.parse(self.spark.checkpoint_root, self.base_dir).job_folder(self.state_key, "x")
+        folder = self._folders().job_folder(self.state_key, "x")
         if folder is not None and folder.path.parent.is_dir():
             flows |= {p.name for p in folder.path.parent.iterdir() if (p / "runner.json").is_file()}
         return sorted(flows)
@@ -602,6 +631,11 @@ def _submitted(
     if shipped:  # set only when shipped: a record's JSON holds the fields it was built with
         record = record.model_copy(update={"job_environment": str(shipped.archive)})
     return record
+
+
+def _jars(checkpoint: str) -> list[Path]:
+    """The job's jars: the Kafka connector, kmirror's, and the checkpoint filesystem's (S3A for s3a:)."""
+    return [*job_jars(), *filesystem_jars(checkpoint)]
 
 
 def _copy_once(source: Path, target: Path) -> Path:

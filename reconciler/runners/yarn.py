@@ -9,12 +9,15 @@ client configuration of `spark.hadoop_conf_dir` (else `$HADOOP_CONF_DIR`) and
 file on any machine that reaches the ResourceManager sees the same job.
 
 Files: the job's folder sits beside its checkpoint on HDFS, `<checkpoint_root>/<state topic>@<cluster id>/<flow>/`
-(a URI: `jobcontract.layout.yarn_folder`): spec.json (written by the runner; YARN localizes it into the driver's
-container, `--files`, so every attempt reads the same spec), status.json (the job's report, mirrored there by
-`replication/yarn_entry.py` through Hadoop's FileSystem API), runner.json (the deployment, written at submission)
-and `stop.request`. The runner reads and writes them through WebHDFS (`hadoop.py`). A local copy of the last
-status read, with the spark-submit output (`submit.log`), sits in this host's job folder
-(`$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`), which is what `job(flow).folder` names for `kmirror status`.
+(a URI: `jobcontract.layout.yarn_folder`; with an `s3a:` checkpoint root, only the checkpoint is on S3 and the
+folder is under `spark.job_folder_root`, default `<fs.defaultFS>/user/<user>/kmirror`, on the cluster's HDFS:
+kmirror reads it with no S3 client or credentials; S3A's pinned jars go with `--jars`): spec.json (written by the
+runner; YARN localizes it into the driver's container, `--files`, so every attempt reads the same spec), status.json
+(the job's report, mirrored there by `replication/yarn_entry.py` through Hadoop's FileSystem API), runner.json (the
+deployment, written at submission) and `stop.request`. The runner reads and writes them through WebHDFS
+(`hadoop.py`). A local copy of the last status read, with the spark-submit output (`submit.log`), sits in this
+host's job folder (`$KMIRROR_HOME/jobs/<state topic>@<cluster id>/<flow>`), which is what `job(flow).folder` names
+for `kmirror status`.
 
 Status: the ResourceManager's REST API (`/ws/v1/cluster/apps/<id>`: state, final status, diagnostics; its
 attempts), plus the job's status.json. Stop is graceful: the runner writes `stop.request`, the driver's watcher
@@ -29,10 +32,12 @@ jars are taken from this machine's driver home (`spark.yarn.jars=local:...`, not
 NodeManagers need at the same path unless `spark.conf` sets `spark.yarn.archive`.
 
 Secrets: nothing resolved is put in the submission (YARN keeps an application's launch context and shows its
-environment). The driver resolves `${env:..}` from its container's environment and `${file:..}` from the
-container's filesystem. Kerberos: the runner passes no keytab or principal; spark-submit on this machine uses the
-ticket cache of the user running kmirror to obtain delegation tokens (HDFS, YARN) for the application, and WebHDFS
-and the RM REST API are reached with simple authentication only.
+environment). The driver resolves `${env:..}` from its container's environment and `${file:..}` from the container's
+filesystem. S3 credentials come from the cluster (the instance profile, core-site.xml, or a credential provider on
+HDFS named in `spark.conf`; references for them are refused at load), and a removed flow's S3 checkpoint is deleted
+with the same settings (`object_store.py`). Kerberos: the runner passes no keytab or principal; spark-submit on this
+machine uses the ticket cache of the user running kmirror to obtain delegation tokens (HDFS, YARN) for the
+application, and WebHDFS and the RM REST API are reached with simple authentication only.
 
 Must not: decide whether a job should run (the planner does), or touch another flow's folder or application.
 """

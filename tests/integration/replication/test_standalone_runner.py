@@ -14,7 +14,8 @@ gracefully with nothing lost and no duplicate; a driver killed with SIGKILL is l
 no apply and nothing lost; a job whose checkpoint was deleted resumes from the offset-syncs on the next apply
 (nothing lost, at most offset_lag_max per partition copied again); a disabled flow has its driver stopped. Last,
 a second flow with its checkpoint root on HDFS (the MiniDFSCluster of `kmirror dev up --yarn`'s tooling): side files
-through WebHDFS and Hadoop's FileSystem API, the environment shipped from HDFS, a graceful stop.
+through WebHDFS and Hadoop's FileSystem API, the environment shipped from HDFS, a graceful stop; and a third
+with its checkpoint on S3 (MinIO) and its folder on that HDFS (`job_folder_root`), deleted from S3 when removed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
@@ -39,8 +41,10 @@ import pytest
 from confluent_kafka import Producer
 
 from reconciler.app import operations
-from reconciler.devenv import spark_standalone, yarn_local
+from reconciler.devenv import minio_local, spark_standalone, yarn_local
+from reconciler.devenv.s3_requests import list_keys
 from reconciler.devenv.spark_standalone import StandaloneCluster
+from reconciler.devenv.yarn_local import YarnCluster
 from reconciler.plan.definition import JobChange, Plan
 from reconciler.resources.deployments import StandaloneDeployment
 from reconciler.runners import FlowRunners, JobRunnerError
@@ -430,15 +434,24 @@ def test_a_disabled_flow_has_its_driver_stopped_by_apply(setup: Setup) -> None:
             continue
 
 
+@pytest.fixture(scope="module")
+def hadoop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YarnCluster]:
+    """The local HDFS of `kmirror dev up --yarn`'s tooling, for the last two tests."""
+    home = tmp_path_factory.mktemp("dev-root") / "yarn"
+    started = time.monotonic()
+    cluster = yarn_local.start(home)
+    print(f"standalone: MiniDFSCluster (+ MiniYARNCluster) up in {time.monotonic() - started:.1f}s")
+    try:
+        yield cluster
+    finally:
+        yarn_local.stop(home)
+
+
 def test_a_flow_with_its_checkpoint_on_hdfs_runs_on_the_same_worker_and_stops_gracefully(
-    setup: Setup, tmp_path_factory: pytest.TempPathFactory
+    setup: Setup, hadoop: YarnCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The checkpoint root on HDFS: nothing of the job is on a shared path. It runs after the first flow stopped
     (the worker's cores)."""
-    home = tmp_path_factory.mktemp("dev-root") / "yarn"
-    started = time.monotonic()
-    hadoop = yarn_local.start(home)
-    print(f"standalone: MiniDFSCluster (+ MiniYARNCluster) up in {time.monotonic() - started:.1f}s")
     base = tmp_path_factory.mktemp("checkout-hdfs")
     tag = f"h{setup.tag}"
     topic = f"{tag}.orders"
@@ -473,45 +486,143 @@ flows:
 """)
         return load_desired_state(base / "kmirror.yaml")
 
+    desired = write(True)
+    row = next(c for c in operations.make_plan(desired).changes if c.address == f"job/{FLOW}")
+    assert f"checkpoint on {hadoop.hdfs}/kmirror" in row.reason, row.reason
+    applied_at = time.monotonic()
+    apply(desired)
+    remote = desired.flow(FLOW).remote_topic(topic)
+    wait_for("the 100 records on the target", lambda: sum(end_offsets(setup.target, remote).values()) >= 100)
+    print(f"standalone, checkpoint on HDFS: apply -> 100 records on the target {time.monotonic() - applied_at:.1f}s")
+    assert [r.value for r in read_partition(setup.target, remote, 0)] == [f"h{i}".encode() for i in range(0, 100, 2)]
+    runner = setup.runner(desired)
+    job = runner.job(FLOW)
+    assert isinstance(job, StandaloneJob) and job.running and job.state == "running", job
+    record = runner.deployments[FLOW]
+    assert isinstance(record, StandaloneDeployment) and record.checkpoint is not None, record
+    folder = str(record.folder)  # keyed by the state: <state topic>@<the state cluster's id>
+    assert folder.startswith(f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}@") and folder.endswith(f"/{FLOW}"), record
+    assert record.checkpoint == f"{folder}/checkpoint", record
+    assert str(record.job_environment).startswith(f"{hadoop.hdfs}/kmirror/_kmirror/envs/"), record
+    client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
+    status = json.loads(client.read(f"{folder}/status.json") or b"{}")
+    assert status.get("state") == "running" and status.get("digest") == desired.flow_digest(FLOW), status
+    assert client.exists(f"{record.checkpoint}/offsets"), "the Spark checkpoint is on HDFS"
+    python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+    assert python == sys._base_executable, python  # type: ignore[attr-defined]
+    assert job_change(operations.make_plan(desired)) is None
+    # `kmirror status` says where the driver's output is: on its worker, not a driver.log this host lacks.
+    shown = kmirror("status", "-f", "kmirror.yaml", "--format", "json", cwd=base)
+    assert "the driver's stdout and stderr on worker" in shown.stdout, shown.stdout + shown.stderr
+    assert "driver.log" not in shown.stdout, shown.stdout
+
+    disabled = write(False)
+    apply(disabled)
+    job = setup.runner(disabled).job(FLOW)
+    assert isinstance(job, StandaloneJob) and not job.running and job.state == "stopped", job
+    assert job.driver is not None and job.driver.state == "FINISHED"  # it stopped itself: stop.request on HDFS
+
+
+@pytest.mark.timeout(900)
+def test_a_flow_with_its_checkpoint_on_s3_keeps_its_folder_on_hdfs_and_loses_its_checkpoint_when_removed(
+    setup: Setup, hadoop: YarnCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`checkpoint_root: s3a://` (MinIO) with `job_folder_root` on HDFS: S3A's jars shipped beside the environment,
+    the keys in a Hadoop credential provider on HDFS (as on YARN), in no job file; the flow removed from the file
+    stops gracefully and its S3 checkpoint is deleted by apply."""
+    began = time.monotonic()
+    s3_home = tmp_path_factory.mktemp("minio")
+    minio = minio_local.start(s3_home)
+    keys = minio.client()
+    client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
+    provider = yarn_local.store_credentials(
+        hadoop, f"/user/{client.user}/sa-{setup.tag}.jceks",
+        {"fs.s3a.access.key": keys.access_key, "fs.s3a.secret.key": keys.secret_key},
+    )  # fmt: skip
+    base = tmp_path_factory.mktemp("checkout-s3")
+    tag = f"x{setup.tag}"
+    topic = f"{tag}.orders"
+    create_topic(setup.source, topic, 2)
+    producer = Producer(setup.source.config())
+    for i in range(100):
+        producer.produce(topic, value=f"x{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    def write(with_flow: bool) -> DesiredState:
+        flows = (
+            f"""
+  - name: {FLOW}
+    source: s{tag}
+    target: t{tag}
+    topics: {{include: ["{tag}\\\\..*"]}}
+    sync: {{acls: false, group_offsets: false}}
+"""
+            if with_flow
+            else " []\n"
+        )
+        (base / "kmirror.yaml").write_text(f"""
+version: 1
+clusters:
+  s{tag}: {{bootstrap_servers: "{setup.source.bootstrap_servers}"}}
+  t{tag}: {{bootstrap_servers: "{setup.target.bootstrap_servers}"}}
+state: {{cluster: t{tag}, topic: _kmirror.state.{tag}}}
+spark:
+  deploy: standalone
+  master: "{setup.cluster.master_url}"
+  rest_url: "{setup.cluster.rest_url}"
+  rest_jws_secret_key: "${{env:{KEY_ENV}}}"
+  hadoop_conf_dir: "{hadoop.hadoop_conf_dir}"
+  checkpoint_root: "s3a://{minio.bucket}/sa-{tag}"
+  job_folder_root: "{hadoop.hdfs}/kmirror"  # the flow above's root: its packed environment is there already
+  conf:
+    spark.kmirror.triggerInterval: "200 milliseconds"
+    spark.executor.memory: 512m
+    spark.cores.max: 1
+    spark.hadoop.fs.s3a.endpoint: "{minio.endpoint}"
+    spark.hadoop.fs.s3a.endpoint.region: "{minio_local.REGION}"
+    spark.hadoop.fs.s3a.path.style.access: "true"
+    spark.hadoop.fs.s3a.security.credential.provider.path: "{provider}"
+flows:{flows}""")
+        return load_desired_state(base / "kmirror.yaml")
+
     try:
         desired = write(True)
-        row = next(c for c in operations.make_plan(desired).changes if c.address == f"job/{FLOW}")
-        assert f"checkpoint on {hadoop.hdfs}/kmirror" in row.reason, row.reason
         applied_at = time.monotonic()
         apply(desired)
         remote = desired.flow(FLOW).remote_topic(topic)
         wait_for("the 100 records on the target", lambda: sum(end_offsets(setup.target, remote).values()) >= 100)
-        print(
-            f"standalone, checkpoint on HDFS: apply -> 100 records on the target {time.monotonic() - applied_at:.1f}s"
-        )
-        assert [r.value for r in read_partition(setup.target, remote, 0)] == [
-            f"h{i}".encode() for i in range(0, 100, 2)
-        ]
+        print(f"standalone, checkpoint on S3: apply -> 100 records on the target {time.monotonic() - applied_at:.1f}s")
         runner = setup.runner(desired)
-        job = runner.job(FLOW)
-        assert isinstance(job, StandaloneJob) and job.running and job.state == "running", job
         record = runner.deployments[FLOW]
         assert isinstance(record, StandaloneDeployment) and record.checkpoint is not None, record
-        folder = str(record.folder)  # keyed by the state: <state topic>@<the state cluster's id>
-        assert folder.startswith(f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}@") and folder.endswith(f"/{FLOW}"), record
-        assert record.checkpoint == f"{folder}/checkpoint", record
-        assert str(record.job_environment).startswith(f"{hadoop.hdfs}/kmirror/_kmirror/envs/"), record
-        client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
+        assert record.checkpoint.startswith(f"s3a://{minio.bucket}/sa-{tag}/_kmirror.state.{tag}@"), record
+        folder = str(record.folder)
+        assert folder.startswith(f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}@"), record
+        assert any(str(j).endswith(".jar") and "hadoop-aws" in str(j) for j in client_jars(client, record)), record
         status = json.loads(client.read(f"{folder}/status.json") or b"{}")
-        assert status.get("state") == "running" and status.get("digest") == desired.flow_digest(FLOW), status
-        assert client.exists(f"{record.checkpoint}/offsets"), "the Spark checkpoint is on HDFS"
-        python = Path(f"/proc/{status['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
-        assert python == sys._base_executable, python  # type: ignore[attr-defined]
+        assert status.get("state") == "running", status
+        prefix = record.checkpoint.removeprefix(f"s3a://{minio.bucket}/") + "/"
+        wait_for(
+            "commits in the S3 checkpoint",
+            lambda: any("/commits/" in k for k in list_keys(keys, minio.bucket, prefix)),
+            60,
+        )
+        for name in ("spec.json", "status.json", "runner.json"):
+            assert keys.secret_key not in (client.read(f"{folder}/{name}") or b"").decode(errors="replace"), name
         assert job_change(operations.make_plan(desired)) is None
-        # `kmirror status` says where the driver's output is: on its worker, not a driver.log this host lacks.
-        shown = kmirror("status", "-f", "kmirror.yaml", "--format", "json", cwd=base)
-        assert "the driver's stdout and stderr on worker" in shown.stdout, shown.stdout + shown.stderr
-        assert "driver.log" not in shown.stdout, shown.stdout
 
-        disabled = write(False)
-        apply(disabled)
-        job = setup.runner(disabled).job(FLOW)
-        assert isinstance(job, StandaloneJob) and not job.running and job.state == "stopped", job
-        assert job.driver is not None and job.driver.state == "FINISHED"  # it stopped itself: stop.request on HDFS
+        apply(write(False))
+        assert list_keys(keys, minio.bucket, prefix) == [], "the removed flow's S3 checkpoint is deleted"
+        print(f"standalone+s3 test: {time.monotonic() - began:.1f}s (load {os.getloadavg()[0]:.1f})")
     finally:
-        yarn_local.stop(home)
+        minio_local.stop(s3_home)
+
+
+def client_jars(client: HadoopClient, record: StandaloneDeployment) -> list[str]:
+    """The jars shipped beside the job's environment on HDFS (WebHDFS's listing)."""
+    env = str(record.job_environment)
+    folder = env.rsplit("/", 1)[0] + "/jars"
+    path = urllib.parse.urlsplit(folder).path
+    url = f"{client.namenode_http}/webhdfs/v1{path}?op=LISTSTATUS&user.name={client.user}"
+    with urllib.request.urlopen(url, timeout=15) as resp:
+        return [f["pathSuffix"] for f in json.loads(resp.read())["FileStatuses"]["FileStatus"]]

@@ -9,7 +9,9 @@ the ResourceManager runs the application; the driver runs the packed environment
 plans 0 changes and `kmirror status` shows the application; the ApplicationMaster's JVM killed with SIGKILL is
 replaced by YARN's next attempt, which resumes from the HDFS checkpoint with nothing lost, without an apply; a spec
 change redeploys gracefully mid-stream (a new application; the old one FINISHED, SUCCEEDED; nothing lost, no
-duplicate); the flow disabled stops it gracefully (FINISHED, SUCCEEDED, no kill).
+duplicate); the flow disabled stops it gracefully (FINISHED, SUCCEEDED, no kill). Last, a second flow with its
+checkpoint on S3 (MinIO) and its keys in a Hadoop credential provider on HDFS: copies, plans nothing from a fresh
+checkout, and removed from the file stops gracefully and loses its S3 checkpoint.
 """
 
 from __future__ import annotations
