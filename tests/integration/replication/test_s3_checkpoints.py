@@ -7,7 +7,8 @@ are not the AWS SDK's own (so nothing but the references can have given them), a
 state topic or a command line. After `kill -9` of the job's process group, 100 more records are produced while it
 is down; the next apply starts it again, it resumes from the S3 checkpoint (its report says so), and the target
 holds every record exactly once, in order: a checkpoint ignored would copy the first 200 again, one lost would
-resume from the end and miss the 100. A fresh checkout then plans no change.
+resume from the end and miss the 100. A fresh checkout then plans no change; the flow removed from the file, apply
+deletes its S3 checkpoint.
 
 MinIO is built from its Go module on first use (`minio_local.minio_binary`, 2-5 minutes once; CI starts that build
 in the background before the suite: `.ci/run`); S3A's jars are fetched on first use (~18 MB).
@@ -199,6 +200,15 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint_with_every_record_once(
         plan = kmirror("plan", "-f", "kmirror.yaml", "--detailed-exitcode", cwd=checkout_b)
         assert plan.returncode == 0, plan.stdout + plan.stderr
         assert secret not in plan.stdout + plan.stderr
+
+        # The flow removed from the file: stopped, and its S3 checkpoint deleted (with the job's own settings).
+        text = (checkout / "kmirror.yaml").read_text()
+        (checkout / "kmirror.yaml").write_text(text[: text.index("flows:")] + "flows: []\n")
+        removing = time.monotonic()
+        result = operations.apply(load_desired_state(checkout / "kmirror.yaml"))
+        assert result is not None and not result.failed, result and result.failed
+        print(f"s3a local: flow removed -> its S3 checkpoint deleted in {time.monotonic() - removing:.1f}s")
+        assert list_keys(client, s3.bucket, checkpoint + "/") == [], "the removed flow's S3 checkpoint is deleted"
     finally:
         runner = operations.job_runner(desired, operations.read_state(desired).recorded())
         runner.stop(FLOW)
