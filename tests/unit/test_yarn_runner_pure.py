@@ -48,14 +48,16 @@ def conf_dir(tmp_path: Path, yarn: str = "rm:8088", hdfs: str | None = "nn:9870"
     return folder
 
 
-def test_deploy_yarn_takes_master_yarn_or_none_and_an_hdfs_checkpoint_root() -> None:
+def test_deploy_yarn_takes_master_yarn_or_none_and_an_hdfs_or_s3a_checkpoint_root() -> None:
     ok = load_text(
         spec('{deploy: yarn, checkpoint_root: "hdfs://nn:8020/kmirror"}'), environ={"KM_TEST_SECRET": "x"}
     ).state
     assert ok.spark.deploy == "yarn" and ok.spark.master is None
     with pytest.raises(SpecError, match="deploy 'yarn' needs master 'yarn'"):
         load_text(spec('{deploy: yarn, master: "spark://m:7077", checkpoint_root: "hdfs://nn/k"}'))
-    for root in ("s3a://bucket/k", "/shared/k", "relative/k"):
+    on_s3 = load_text(spec('{deploy: yarn, checkpoint_root: "s3a://bucket/k"}'), environ={"KM_TEST_SECRET": "x"})
+    assert on_s3.state.spark.job_folder_root is None  # the runner's default: the cluster's HDFS
+    for root in ("gs://bucket/k", "/shared/k", "relative/k"):
         with pytest.raises(SpecError, match=r"with deploy 'yarn' .* give an hdfs:// URI"):
             load_text(spec(f'{{deploy: yarn, checkpoint_root: "{root}"}}'))
 
@@ -63,6 +65,10 @@ def test_deploy_yarn_takes_master_yarn_or_none_and_an_hdfs_checkpoint_root() -> 
 def test_the_hadoop_configuration_names_the_resource_manager_and_webhdfs(tmp_path: Path) -> None:
     client = HadoopClient.from_conf_dir(conf_dir(tmp_path))
     assert (client.resource_manager, client.namenode_http) == ("http://rm:8088", "http://nn:9870")
+    # The jobs' folders of an s3a: checkpoint root, by default: this user's folder on the default FS.
+    assert client.home_folder("kmirror") == f"hdfs://nn:8020/user/{client.user}/kmirror"
+    with pytest.raises(JobRunnerError, match=r"set spark\.job_folder_root"):
+        HadoopClient("http://nn:9870", "http://rm:8088", "u").home_folder("kmirror")
     # No dfs.namenode.http-address: the default FS's host on WebHDFS's default port.
     assert HadoopClient.from_conf_dir(conf_dir(tmp_path / "b", hdfs=None)).namenode_http == "http://nn:9870"
     with pytest.raises(JobRunnerError, match="names no ResourceManager"):
