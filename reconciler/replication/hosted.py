@@ -13,6 +13,8 @@ alone, `ReplicationJob.run`'s policy). What differs from a job of its own:
 - the stop request comes from the application (`stop()`), not from a signal;
 - its real-time tasks are `spark.kmirror.realtimeTasks` (default 2) whatever the application's slots: every flow's
   query holds its tasks for as long as it runs, so one flow must not take every slot;
+- its tasks fetch at most 8 MB per request, 1 MB per partition (`placement.APPLICATION_FETCH_BUDGET`), not a job's
+  64 MB and 8 MB: each task's response costs the shared JVM its size in heap and again in a cached direct buffer;
 - counts come from Spark's progress (the observed aggregate), not from the interceptors' JVM-wide counters, which
   sum every flow of the JVM (`ReplicationInterceptor.recordsAcknowledged`): in real-time mode a flow's records
   and bytes in `status.json` move at each checkpoint interval.
@@ -72,6 +74,9 @@ class HostedFlow(ReplicationJob):
     # -- what differs from a job of its own --------------------------------------------------------------------
     def _spark_session(self, partitions: int) -> Any:
         return self._shared
+
+    def _in_application(self) -> bool:
+        return True  # smaller fetches: every flow's tasks share the driver JVM (placement.APPLICATION_FETCH_BUDGET)
 
     def _install_signals(self) -> None:
         pass  # the application's driver owns the signals and stops each flow

@@ -97,6 +97,11 @@ class QueryStart(JobReporting):
             out[k] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return out
 
+    def _in_application(self) -> bool:
+        """Whether the query shares its driver with other flows' queries (`hosted.HostedFlow`): its clients are sized
+        for that (`realtime_client_sizing`)."""
+        return False
+
     def _interval(self) -> str:
         """`triggerInterval` as Spark's interval text: the micro-batch trigger, or real-time mode's checkpoint
         interval (each mode has its own default)."""
@@ -164,7 +169,9 @@ class QueryStart(JobReporting):
         consumers = self.slots or 1  # micro-batch: a consumer per running task
         if self.mode == "realtime":  # a consumer per task, a batch per partition: sized by what each holds
             tasks = self.placement.tasks if self.placement is not None else None
-            sizing = realtime_client_sizing(self.topics.replicated_partitions(), self.slots, tasks)
+            sizing = realtime_client_sizing(
+                self.topics.replicated_partitions(), self.slots, tasks, in_application=self._in_application()
+            )
             sized, producer = {**sized, **sizing.consumer}, {**sizing.producer, **producer}
             consumers = tasks or consumers
         throttle = self.spec.effective.throttle

@@ -129,6 +129,15 @@ def choose_placement(
 FETCH_BUDGET = 64 * 1024 * 1024
 BATCH_BUDGET = 16 * 1024 * 1024
 _FETCH_RANGE = (256 * 1024, 8 * 1024 * 1024)
+#: A flow's query in an application (`spark.application`) shares the driver JVM with the other flows' tasks, and
+#: a task's fetch response costs the JVM twice its size for as long as the query runs: the response's own array
+#: (a humongous one for G1, which the heap grows for and keeps) and the temporary direct buffer the JDK reads a
+#: socket into for it, cached per task thread at its largest (`sun.nio.ch.Util`). At the job's own budget six
+#: flows of 2 tasks held 172 MB of such buffers and a heap grown to 934 MB after a warm copy (NMT,
+#: benchmarks/README.md). In an application a task fetches at most 8 MB, at most 1 MB per partition (Kafka's
+#: own default, which MirrorMaker 2 copies with).
+APPLICATION_FETCH_BUDGET = 8 * 1024 * 1024
+_APPLICATION_FETCH_RANGE = (256 * 1024, 1024 * 1024)
 _BATCH_RANGE = (16 * 1024, 256 * 1024)
 #: The producer's `buffer.memory` (Kafka's default 32 MB) holds at least two batches per partition it writes, so
 #: that thousands of partitions at the smallest batch do not block on the pool.
@@ -155,21 +164,27 @@ class ClientSizing:
     consumer_cache: int  # `spark.kafka.consumer.cache.capacity`
 
 
-def realtime_client_sizing(partitions: int, slots: int | None = None, tasks: int | None = None) -> ClientSizing:
+def realtime_client_sizing(
+    partitions: int, slots: int | None = None, tasks: int | None = None, *, in_application: bool = False
+) -> ClientSizing:
     """Sizes for `partitions` source partitions dealt to `tasks` tasks on `slots` task slots.
 
     A task's consumer fetches at most `FETCH_BUDGET` per request (`fetch.max.bytes`), shared by the partitions
     it holds (`max.partition.fetch.bytes`, at least 256 KB: the request's cap, not the partition count, bounds
-    the memory). The producer an executor's tasks share keeps `batch.size` per partition within `BATCH_BUDGET`
+    the memory); a query in an application (`in_application`) at most `APPLICATION_FETCH_BUDGET`, at most 1 MB per
+    partition. The producer an executor's tasks share keeps `batch.size` per partition within `BATCH_BUDGET`
     (at least 16 KB) and a `buffer.memory` of two batches per partition (at least Kafka's 32 MB). Spark's
     consumer cache holds one consumer per slot (partitions added later included). With `tasks` unknown, every
     partition counts as one task's (the sizes of the landed version)."""
     count = max(1, partitions)
     per_task = -(-count // max(1, tasks or 1))
-    fetch = _power_of_two_within(FETCH_BUDGET // per_task, _FETCH_RANGE)
+    budget, bounds = (
+        (APPLICATION_FETCH_BUDGET, _APPLICATION_FETCH_RANGE) if in_application else (FETCH_BUDGET, _FETCH_RANGE)
+    )
+    fetch = _power_of_two_within(budget // per_task, bounds)
     batch = _power_of_two_within(BATCH_BUDGET // count, _BATCH_RANGE)
     return ClientSizing(
-        consumer={"max.partition.fetch.bytes": str(fetch), "fetch.max.bytes": str(FETCH_BUDGET)},
+        consumer={"max.partition.fetch.bytes": str(fetch), "fetch.max.bytes": str(budget)},
         producer={"batch.size": str(batch), "buffer.memory": str(max(_BUFFER_DEFAULT, 2 * count * batch))},
         consumer_cache=max(SPARK_CONSUMER_CACHE, slots or 0, count),
     )

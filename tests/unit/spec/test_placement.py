@@ -11,6 +11,7 @@ from reconciler.resources.job_status import JobInfo, JobStatus
 from reconciler.resources.recorded import RecordedState
 from reconciler.spec.loader import load_text
 from reconciler.spec.placement import (
+    APPLICATION_FETCH_BUDGET,
     BATCH_BUDGET,
     FETCH_BUDGET,
     choose_placement,
@@ -107,6 +108,20 @@ def test_more_tasks_give_each_partition_a_larger_share_of_its_task_fetch() -> No
     few = realtime_client_sizing(240, tasks=2).consumer["max.partition.fetch.bytes"]
     many = realtime_client_sizing(240, tasks=16).consumer["max.partition.fetch.bytes"]
     assert (int(few), int(many)) == (512 << 10, 4 << 20)
+
+
+@pytest.mark.parametrize(("partitions", "fetch"), [(1, 1 << 20), (4, 1 << 20), (16, 1 << 20), (64, 256 << 10)])
+def test_a_query_in_an_application_fetches_at_most_8_mb_and_1_mb_per_partition(partitions: int, fetch: int) -> None:
+    # every flow's tasks share the driver JVM: a task's response is held in the heap and in a cached direct buffer
+    own = realtime_client_sizing(partitions, tasks=2)
+    shared = realtime_client_sizing(partitions, tasks=2, in_application=True)
+    assert shared.consumer == {
+        "max.partition.fetch.bytes": str(fetch),
+        "fetch.max.bytes": str(APPLICATION_FETCH_BUDGET),
+    }
+    assert APPLICATION_FETCH_BUDGET == 8 << 20 and int(own.consumer["fetch.max.bytes"]) == FETCH_BUDGET
+    assert int(shared.consumer["max.partition.fetch.bytes"]) <= int(own.consumer["max.partition.fetch.bytes"])
+    assert (shared.producer, shared.consumer_cache) == (own.producer, own.consumer_cache)
 
 
 def test_the_mode_setting_wins() -> None:
