@@ -20,15 +20,27 @@ from reconciler.spec.models import SparkSpec
 #: source partitions it reads then (reconciler.spec.placement).
 UNSIZED_LOCAL_MASTER = "local[*]"
 
+#: The driver JVM gives back the heap a burst grew (a backlog copied, a restart catching up) once the burst is over.
+#: G1 keeps what it committed until a concurrent cycle's remark finds more than `MaxHeapFreeRatio` free (JDK's
+#: default 70 %), and a heap grown large starts no cycle: six flows in one application sat at a 934 MB heap after
+#: a warm copy, with about 105 MB live (NMT and GC log, benchmarks/README.md "Many flows, one application").
+#: A periodic cycle after 10 s without a GC (JEP 346) and 30 % free at most shrink it to about 1.4x what is live; a
+#: busy job, which collects more often than that, only loses the free share above 30 %. Written before
+#: `spark.driver.extraJavaOptions`, so a flag of the file's wins.
+DRIVER_HEAP_OPTIONS = ("-XX:G1PeriodicGCInterval=10000", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30")
+
 
 def write_driver_settings(folder: Path, spark: SparkSpec) -> Path:
-    """The driver's `log4j2.properties` (WARN and up) and `spark.properties` in `folder`; returns the latter."""
+    """The driver's `log4j2.properties` (WARN and up) and `spark.properties` in `folder` (the driver JVM's options:
+    `DRIVER_HEAP_OPTIONS`, the file's, the log settings, the class archive); returns the latter."""
     write_private(folder / "log4j2.properties", log4j2_properties("console"))
     props = spark_properties(spark)
     log4j = f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}"
     # Spark's classes mapped from an archive, when `kmirror dev fetch` made one
     props["spark.driver.extraJavaOptions"] = " ".join(
-        p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j, *driver_java_options()) if p
+        p
+        for p in (*DRIVER_HEAP_OPTIONS, props.get("spark.driver.extraJavaOptions", ""), log4j, *driver_java_options())
+        if p
     )
     write_properties(folder / "spark.properties", props)
     return folder / "spark.properties"
