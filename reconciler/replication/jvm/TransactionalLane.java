@@ -29,6 +29,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
@@ -772,7 +773,13 @@ final class TransactionalLane {
         }
         if (!ids.isEmpty()) {
             try {
-                admin.fenceProducers(ids).all().get(2 * ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+                // One call per id, all sent at once: one call with all ids took ~0.8 s per id (19-20 s for 24 ids
+                // against the test brokers, kafka-clients 3.9.1), 24 one-id calls at once 0.2-0.3 s in all.
+                List<KafkaFuture<Void>> fences = new ArrayList<>(ids.size());
+                for (String id : ids) {
+                    fences.add(admin.fenceProducers(Collections.singletonList(id)).all());
+                }
+                KafkaFuture.allOf(fences.toArray(new KafkaFuture<?>[0])).get(2 * ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new org.apache.kafka.common.errors.InterruptException(e);
