@@ -297,18 +297,21 @@ def test_exactly_once_loses_nothing_when_the_job_is_paused_past_the_transaction_
     assert job is not None and job.running, "the job did not survive the pause"
 
 
-# -- an executor of its own: Spark standalone ---------------------------------------------------------------------
-@pytest.fixture
+# -- executors of their own: Spark standalone ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[spark_standalone.StandaloneCluster]:
+    """One standalone cluster for the module's tests, one job at a time: a driver and up to two executors."""
     home = tmp_path_factory.mktemp("eos-standalone")
-    cluster = spark_standalone.start(home)
+    cluster = spark_standalone.start(home, cores=3, memory="3g")
     try:
         yield cluster
     finally:
         spark_standalone.stop(home)
 
 
-def _standalone_spec(world: FaultWorld, cluster: spark_standalone.StandaloneCluster) -> str:
+def _standalone_spec(
+    world: FaultWorld, cluster: spark_standalone.StandaloneCluster, conf: str = "spark.cores.max: 1"
+) -> str:
     path = Path(_spec(world, "exactly_once"))
     text = path.read_text()
     text = text.replace("deploy: local", "deploy: standalone")
@@ -316,10 +319,21 @@ def _standalone_spec(world: FaultWorld, cluster: spark_standalone.StandaloneClus
     text = text.replace("checkpoint_root: checkpoints", f'checkpoint_root: "{world.tmp / "shared"}"')
     text = text.replace(
         'conf: {spark.kmirror.triggerInterval: "200 milliseconds"}',
-        'conf: {spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1}',
+        f'conf: {{spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, {conf}}}',
     )
+    assert conf in text
     path.write_text(text)
     return str(path)
+
+
+def _job_app_id(world: FaultWorld) -> str:
+    """The application id of the flow's job on the standalone cluster (from its folder beside the checkpoint)."""
+    shared = world.tmp / "shared"
+    # the job's folder beside its checkpoint: `<state topic>@<state cluster id>/<flow>` (one state here)
+    (key,) = [p.name for p in shared.iterdir() if p.is_dir() and p.name.partition("@")[0] == world.state_topic]
+    status = CheckpointRoot.parse(str(shared), world.tmp).job_folder(key, world.flow)
+    assert status is not None
+    return wait_until("the job's app id", lambda: _app_id(status.status), 120)  # type: ignore[no-any-return]
 
 
 def _app_id(status: Path) -> str | None:
@@ -352,7 +366,6 @@ def test_exactly_once_survives_a_killed_executor(
     create_topic(world.source, topic, PARTITIONS)
     remote = world.remote(topic)
     spec = _standalone_spec(world, standalone)
-    shared = world.tmp / "shared"
     try:
         _apply(world, spec)  # returns once the driver runs: the load starts on a job that keeps up
         with Load(world.source, topic, PARTITIONS, rate=RATE) as load:
@@ -360,11 +373,7 @@ def test_exactly_once_survives_a_killed_executor(
             wait_until(
                 f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 240
             )
-            # the job's folder beside its checkpoint: `<state topic>@<state cluster id>/<flow>` (one state here)
-            (key,) = [p.name for p in shared.iterdir() if p.is_dir() and p.name.partition("@")[0] == world.state_topic]
-            status = CheckpointRoot.parse(str(shared), None).job_folder(key, world.flow)
-            assert status is not None
-            app_id = wait_until("the job's app id", lambda: _app_id(status.status), 120)
+            app_id = _job_app_id(world)
             (pid,) = wait_until("the executor JVM", lambda: _executor_pids(app_id), 60)
             time.sleep(5)
             os.kill(pid, signal.SIGKILL)
@@ -384,6 +393,85 @@ def test_exactly_once_survives_a_killed_executor(
             caught_up_after_load_s=round(recovery, 1),
             executors=[pid, *replaced],
         )
+        assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
+        assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
+        assert _in_order(values), "records out of order within a partition"
+    finally:
+        Path(spec).write_text(Path(spec).read_text().replace("enabled: true", "enabled: false"))
+        world.kmirror("apply", "-f", spec, "--auto-approve")  # stops the driver on the standalone cluster
+
+
+def _copied(world: FaultWorld, remote: str) -> int:
+    return sum(len(v) for v in read_values(world.target, remote).values())
+
+
+def _fenced_lines(home: Path, app_id: str) -> list[str]:
+    """The executors' reports of a lane fenced or a commit refused (their stderr in the worker's folder)."""
+    lines = []
+    for stderr in (home / "work" / app_id).glob("*/stderr"):
+        text = stderr.read_text(errors="replace")
+        lines += [line for line in text.splitlines() if "kmirror ExactlyOnceWriter" in line and "fenced" in line]
+    return lines
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_a_zombie_executor_whose_partitions_moved_never_commits_again(
+    world: FaultWorld, standalone: spark_standalone.StandaloneCluster
+) -> None:
+    """Two executors, and Spark's speculation on: one executor is frozen (SIGSTOP) for 40 s, past the 30 s
+    transaction timeout, with its tasks' transactions open. Its tasks are re-run on the other executor as
+    speculative attempts, whose lanes take the frozen one's partitions (initTransactions fences its producers)
+    while it is frozen: records keep arriving. Then it is resumed (SIGCONT), alive, with its tasks, its lanes and
+    their timers: a zombie. It must never commit again, and later batches move partitions back to it onto new
+    lanes: a read_committed reader counts every acknowledged record once, in order."""
+    topic = f"{world.prefix}zombie"
+    create_topic(world.source, topic, PARTITIONS)
+    remote = world.remote(topic)
+    conf = (
+        "spark.cores.max: 2, spark.executor.cores: 1, spark.speculation: true, spark.speculation.interval: 1s, "
+        "spark.speculation.multiplier: 3, spark.speculation.minTaskRuntime: 3s"
+    )
+    spec = _standalone_spec(world, standalone, conf)
+    try:
+        _apply(world, spec)
+        with Load(world.source, topic, PARTITIONS, rate=2000) as load:
+            began = time.monotonic()
+            wait_until(f"records on {remote}", lambda: _copied(world, remote), 240)
+            app_id = _job_app_id(world)
+            pids = wait_until(
+                "two executor JVMs", lambda: (lambda p: p if len(p) >= 2 else None)(_executor_pids(app_id)), 120
+            )
+            zombie = min(pids)
+            time.sleep(3)
+            os.kill(zombie, signal.SIGSTOP)
+            try:
+                frozen_at = _copied(world, remote)
+                time.sleep(40)  # past transaction.timeout.ms (30 s); the other executor takes the partitions
+                during = _copied(world, remote) - frozen_at
+            finally:
+                os.kill(zombie, signal.SIGCONT)
+            time.sleep(15)  # the zombie's timers and tasks run again
+            alive = Path(f"/proc/{zombie}").exists()
+            load.stop()
+            seconds = time.monotonic() - began
+        result, recovery = wait_copied(load, world.target, remote, 300)
+        values = read_values(world.target, remote)
+        fenced = _fenced_lines(Path(standalone.home), app_id)
+        report(
+            "exactly_once_zombie_executor",
+            records=result.records,
+            lost=result.lost,
+            duplicates=result.duplicates,
+            in_order=_in_order(values),
+            copied_while_frozen=during,
+            zombie_alive_after=alive,
+            fenced_reports=len(fenced),
+            load_records_per_s=round(load.acknowledged / seconds),
+            caught_up_after_load_s=round(recovery, 1),
+            seconds=round(time.monotonic() - began, 1),
+        )
+        assert during > 0, "nothing was copied while an executor was frozen: its partitions were not taken over"
+        assert alive, "the frozen executor did not come back: no zombie was tested"
         assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
         assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
         assert _in_order(values), "records out of order within a partition"
