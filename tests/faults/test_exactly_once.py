@@ -437,8 +437,9 @@ def test_exactly_once_a_zombie_executor_whose_partitions_moved_never_commits_aga
         with Load(world.source, topic, PARTITIONS, rate=1000) as load:
             began = time.monotonic()
             wait_until(f"records on {remote}", lambda: _copied(world, remote), 240)
-            # steady small batches (a task of a few hundred ms), so a frozen executor's task stands out at once
-            wait_until("the job to catch up", lambda: _copied(world, remote) >= load.acknowledged - 3000, 240, 2.0)
+            # the start's backlog copied: steady small batches, so a frozen executor's task stands out at once
+            backlog = load.acknowledged
+            wait_until("the job to copy the start's backlog", lambda: _copied(world, remote) >= backlog, 240, 2.0)
             app_id = _job_app_id(world)
             pids = wait_until(
                 "two executor JVMs", lambda: (lambda p: p if len(p) >= 2 else None)(_executor_pids(app_id)), 120
