@@ -421,9 +421,10 @@ def test_exactly_once_a_zombie_executor_whose_partitions_moved_never_commits_aga
     """Two executors, and Spark's speculation on: one executor is frozen (SIGSTOP) for 40 s, past the 30 s
     transaction timeout, with its tasks' transactions open. Its tasks are re-run on the other executor as
     speculative attempts, whose lanes take the frozen one's partitions (initTransactions fences its producers)
-    while it is frozen: records keep arriving. Then it is resumed (SIGCONT), alive, with its tasks, its lanes and
-    their timers: a zombie. It must never commit again, and later batches move partitions back to it onto new
-    lanes: a read_committed reader counts every acknowledged record once, in order."""
+    while it is frozen. Then it is resumed (SIGCONT), alive, with its tasks, its lanes and their timers: a zombie.
+    Its commit is refused (its executor reports the lane fenced), its task fails, and later batches move
+    partitions back to it onto new lanes: a read_committed reader counts every acknowledged record once, in
+    order."""
     topic = f"{world.prefix}zombie"
     create_topic(world.source, topic, PARTITIONS)
     remote = world.remote(topic)
@@ -473,7 +474,8 @@ def test_exactly_once_a_zombie_executor_whose_partitions_moved_never_commits_aga
             caught_up_after_load_s=round(recovery, 1),
             seconds=round(time.monotonic() - began, 1),
         )
-        assert during > 0, "nothing was copied while an executor was frozen: its partitions were not taken over"
+        # taken over: copied on while frozen, or (a loaded machine's slow batches speculate late) a writer refused
+        assert during > 0 or fenced, "no partition of the frozen executor was taken over: no zombie was tested"
         assert alive, "the frozen executor did not come back: no zombie was tested"
         assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
         assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
