@@ -330,8 +330,12 @@ class LocalRunner:
 
     def _is_our_job(self, pid: int, spec_file: Path) -> bool:
         child = self._children.get(pid)
-        if child is not None and child.poll() is not None:
-            return False  # reaped: it exited
+        if child is not None:
+            # Started by this runner and not reaped: its pid cannot have been reused, so whether it has exited is
+            # the whole answer. Its command line is not: spark-submit execs spark-class, which execs java, and a
+            # read of /proc/<pid>/cmdline during an exec can come back empty; an application's driver seen "not
+            # running" just after its start was started a second time (two drivers on one checkpoint).
+            return child.poll() is None
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
