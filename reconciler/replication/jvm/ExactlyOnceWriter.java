@@ -228,7 +228,7 @@ public final class ExactlyOnceWriter extends ForeachWriter<Row> {
         final String key;
         /** The offset the partition's last written row had (the task's sourceWentBack check goes on with it). */
         final long[] last = {-1L};
-        private final List<Held> held = new ArrayList<>();
+        private final List<TransactionalLane.Pending> held = new ArrayList<>();
         private long heldBytes;
         /** Set (guarded by this) once the lane started and every held row was handed to it. */
         private TransactionalLane lane;
@@ -258,7 +258,7 @@ public final class ExactlyOnceWriter extends ForeachWriter<Row> {
             RuntimeException failed = error;
             if (started != null) {
                 try { // rows the task gave meanwhile, in order, before it writes any newer one
-                    for (Held row : held) {
+                    for (TransactionalLane.Pending row : held) {
                         write(started, last, row.offset, row.timestamp, row.key, row.value, row.headers);
                     }
                 } catch (RuntimeException e) {
@@ -278,7 +278,8 @@ public final class ExactlyOnceWriter extends ForeachWriter<Row> {
          */
         synchronized boolean offer(Row row) {
             if (lane == null && failure == null && heldBytes < MAX_HELD_BYTES) {
-                Held h = new Held(row.getLong(6), row.isNullAt(7) ? -1L : row.getLong(7),
+                TransactionalLane.Pending h = new TransactionalLane.Pending(
+                        row.getLong(6), row.isNullAt(7) ? -1L : row.getLong(7),
                         row.isNullAt(2) ? null : (byte[]) row.get(2),
                         row.isNullAt(3) ? null : (byte[]) row.get(3),
                         headers(row));
@@ -304,27 +305,6 @@ public final class ExactlyOnceWriter extends ForeachWriter<Row> {
                 throw failure;
             }
             return lane;
-        }
-    }
-
-    /** A row held while its lane starts. */
-    private static final class Held {
-        final long offset;
-        final long timestamp;
-        final byte[] key;
-        final byte[] value;
-        final List<Header> headers;
-
-        Held(long offset, long timestamp, byte[] key, byte[] value, List<Header> headers) {
-            this.offset = offset;
-            this.timestamp = timestamp;
-            this.key = key;
-            this.value = value;
-            this.headers = headers;
-        }
-
-        long bytes() {
-            return 64L + (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
         }
     }
 

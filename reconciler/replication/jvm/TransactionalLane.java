@@ -853,8 +853,11 @@ final class TransactionalLane {
         System.err.println("kmirror ExactlyOnceWriter: " + message);
     }
 
-    /** A row queued while its lane committed; `at` is when it came (the transaction's age counts from it). */
-    private static final class Pending {
+    /**
+     * A row queued while its lane committed (or, in ExactlyOnceWriter, held while its lane starts); `at` is when it
+     * came (the transaction's age counts from it).
+     */
+    static final class Pending {
         final long offset;
         final long timestamp;
         final byte[] key;
