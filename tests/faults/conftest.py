@@ -159,18 +159,26 @@ class Tally:
     lost_examples: list[tuple[int, int]] = field(default_factory=list)
 
 
-def _high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 60.0) -> int:
-    """A partition's high watermark, retried while a leader that just took over has not caught it up yet
-    (OFFSET_NOT_AVAILABLE right after a broker bounce)."""
+#: What a watermark read answers while leadership moves after a broker bounce; librdkafka does not flag all as
+#: retriable.
+_MOVING_LEADER = (
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._TRANSPORT,
+)
+
+
+def high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 60.0) -> int:
+    """A partition's high watermark, retried while leadership moves or a leader that just took over has not
+    caught it up yet (NOT_LEADER_FOR_PARTITION, OFFSET_NOT_AVAILABLE right after a broker bounce)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return int(consumer.get_watermark_offsets(tp, timeout=20)[1])
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            retriable = isinstance(error, KafkaError) and (
-                error.retriable() or error.code() == KafkaError.OFFSET_NOT_AVAILABLE
-            )
+            retriable = isinstance(error, KafkaError) and (error.retriable() or error.code() in _MOVING_LEADER)
             if not retriable or time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
@@ -194,7 +202,7 @@ def read_values(cluster: FaultCluster, topic: str) -> dict[int, list[int]]:
     )
     out: dict[int, list[int]] = {p: [] for p in meta.partitions}
     try:
-        ends = {p: _high_watermark(consumer, TopicPartition(topic, p)) for p in meta.partitions}
+        ends = {p: high_watermark(consumer, TopicPartition(topic, p)) for p in meta.partitions}
         todo = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
         deadline = time.monotonic() + 120

@@ -44,6 +44,7 @@ from tests.faults.conftest import (
     Load,
     bounce,
     create_topic,
+    high_watermark,
     read_values,
     report,
     wait_copied,
@@ -152,7 +153,7 @@ def _by_offset(cluster: FaultCluster, topic: str) -> dict[int, dict[int, bytes |
     out: dict[int, dict[int, bytes | None]] = {p: {} for p in meta.partitions}
     try:
         for p in meta.partitions:
-            end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
+            end = high_watermark(consumer, TopicPartition(topic, p))
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -186,7 +187,7 @@ def _key_values(cluster: FaultCluster, topic: str) -> list[tuple[bytes, bytes]]:
         )
     )
     try:
-        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)[1]
+        end = high_watermark(consumer, TopicPartition(topic, 0))
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out: list[tuple[bytes, bytes]] = []
         deadline = time.monotonic() + 60
