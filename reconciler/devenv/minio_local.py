@@ -159,8 +159,9 @@ def start(home: Path, *, timeout: float = 60.0) -> LocalS3:
     record = LocalS3(home=str(home), pid=proc.pid, port=port)
     (home / _RECORD).write_text(json.dumps({"pid": proc.pid, "port": port, "bucket": BUCKET}) + "\n")
     try:
+        deadline = time.monotonic() + timeout
         _wait_live(record, proc, timeout)
-        create_bucket(record.client(), BUCKET)
+        _create_bucket_once_initialised(record, deadline)
     except (DevEnvError, S3RequestError) as e:
         stop(home)
         raise DevEnvError(f"the local S3 (MinIO) did not start: {e}\n{_tail(log)}") from None
@@ -203,6 +204,20 @@ def _names_home(pid: int, home: Path) -> bool:
         return str(home).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def _create_bucket_once_initialised(record: LocalS3, deadline: float) -> None:
+    """Create the bucket, retried while MinIO answers 503 XMinioServerNotInitialized: its health/live endpoint
+    answers as soon as the process serves HTTP, its object layer (formatting the data folder) comes later, slower
+    on a loaded machine."""
+    while True:
+        try:
+            create_bucket(record.client(), BUCKET)
+            return
+        except S3RequestError as e:
+            if "XMinioServerNotInitialized" not in str(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.3)
 
 
 def _wait_live(record: LocalS3, proc: subprocess.Popen[bytes], timeout: float) -> None:
