@@ -4,14 +4,15 @@ Three flows of one cluster pair, each with its own topic family, run as queries 
 process). While records stream into all three, flow b's topics change and the file is applied again: the plan row
 says that b restarts and a and c keep running; the application's process stays the same, only b's query starts
 again (its status record is new, a's and c's are the ones they started with), and a's and c's records keep
-arriving on the target throughout, with no pause longer than one checkpoint interval, none lost and none twice.
+arriving on the target throughout: while b restarts, none of theirs waits more than one checkpoint interval longer
+than their records waited before the change (measured from each record's timestamp, which the copy keeps, to its
+arrival), none lost and none twice.
 b copies its new topic too. A plan in a fresh copy of the folder then finds nothing to do.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import shutil
 import signal
@@ -37,6 +38,7 @@ from tests.integration.replication.conftest import SequenceProducer, create_topi
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INTERVAL_SECONDS = 5.0  # real-time mode's checkpoint interval here (its minimum): the longest pause allowed
+BASELINE_SECONDS = 20.0  # how long the records' waits are watched before the change, for comparison
 
 
 def kmirror(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -84,10 +86,12 @@ flows:{flows}""")
 
 
 class Arrivals:
-    """Reads remote topics from their start in a thread and keeps, per topic, when each record arrived here."""
+    """Reads remote topics from their start in a thread and keeps, per topic, each record's partition, its creation
+    time (the source record's timestamp, which the copy keeps) and when it arrived here (wall clock, same host)."""
 
     def __init__(self, cluster: KafkaCluster, topics: dict[str, int]) -> None:
-        self.times: dict[str, list[float]] = {t: [] for t in topics}
+        self.partitions = dict(topics)
+        self.records: dict[str, list[tuple[int, float, float]]] = {t: [] for t in topics}
         self._consumer = Consumer(cluster.config(**{"group.id": f"arrivals-{uuid.uuid4().hex}"}))
         self._consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
         self._stop = threading.Event()
@@ -106,12 +110,21 @@ class Arrivals:
         while not self._stop.is_set():
             for message in self._consumer.consume(1000, timeout=0.1):
                 if message.error() is None:
-                    self.times[message.topic()].append(time.monotonic())
+                    created = message.timestamp()[1] / 1000
+                    self.records[message.topic()].append((message.partition(), created, time.time()))
 
-    def longest_pause(self, topic: str, start: float, end: float) -> float:
-        """The longest time between two arrivals (or the window's ends) within [start, end]."""
-        marks = [start, *(t for t in self.times[topic] if start <= t <= end), end]
-        return max(b - a for a, b in itertools.pairwise(marks))
+    def passed(self, topic: str, moment: float) -> bool:
+        """Whether every partition of `topic` delivered a record created after `moment`: copies keep each
+        partition's order, so every record created before it is here."""
+        newest = {p: created for p, created, _ in self.records[topic]}
+        return len(newest) == self.partitions[topic] and all(c > moment for c in newest.values())
+
+    def longest_wait(self, topic: str, start: float, end: float) -> float:
+        """The longest a record created within [start, end] took to arrive here: how long the flow held its records
+        back (a pause of the producer or of this reader does not count, unlike a gap between arrivals)."""
+        return max(
+            (arrived - created for _, created, arrived in self.records[topic] if start <= created <= end), default=0.0
+        )
 
 
 @pytest.fixture
@@ -162,19 +175,29 @@ def test_a_change_to_one_flow_restarts_only_its_query(source: KafkaCluster, targ
         with Arrivals(target, {t: 2 for t in remotes.values()}) as arrivals:
             wait_for(
                 "every flow's records on the target",
-                lambda: all(len(arrivals.times[t]) > 50 for t in remotes.values()),
+                lambda: all(len(arrivals.records[t]) > 50 for t in remotes.values()),
                 timeout=240,
             )
+            caught_up = time.time()  # the records produced before the job started are the backlog: not counted
+            wait_for("a and c past their backlog", lambda: all(arrivals.passed(remotes[n], caught_up) for n in "ac"))
+            steady = time.time()
             spec = write(folder, source, target, tag, f"apb{tag}\\\\..*")
             plan = kmirror("plan", "-f", str(spec), cwd=folder)
             assert plan.returncode == 0, plan.stdout + plan.stderr
             assert "in application fleet: flow b restarts, flows a and c keep running" in plan.stdout, plan.stdout
-            window_start = time.monotonic()
+            time.sleep(max(0.0, steady + BASELINE_SECONDS - time.time()))
+            window_start = time.time()
             applied = kmirror("apply", "-f", str(spec), "--auto-approve", cwd=folder)
             assert applied.returncode == 0, applied.stdout + applied.stderr
             time.sleep(INTERVAL_SECONDS)
-            window_end = time.monotonic()
-            pauses = {name: arrivals.longest_pause(remotes[name], window_start, window_end) for name in "ac"}
+            window_end = time.time()
+            wait_for(
+                "a's and c's records created after the change on the target",
+                lambda: all(arrivals.passed(remotes[name], window_end) for name in "ac"),
+                timeout=120,
+            )
+            before = {name: arrivals.longest_wait(remotes[name], steady, window_start) for name in "ac"}
+            during = {name: arrivals.longest_wait(remotes[name], window_start, window_end) for name in "ac"}
 
         after = {name: runner.job(name) for name in "abc"}
         assert {j.pid for j in after.values() if j is not None} == pids, "the application process was replaced"
@@ -184,9 +207,13 @@ def test_a_change_to_one_flow_restarts_only_its_query(source: KafkaCluster, targ
             if j is not None
         }
         assert restarted == {"a": False, "b": True, "c": False}, restarted
-        print(f"longest pauses of a and c while b restarted: {pauses}")
+        print(f"longest wait of a's and c's records before b's change {before}, while b restarted {during}")
         for name in "ac":
-            assert pauses[name] <= INTERVAL_SECONDS, f"flow {name} paused {pauses[name]:.1f}s during b's restart"
+            # The restart of b holds a's and c's records back by no more than one interval beyond what this
+            # (shared, loaded) machine costs them anyway; a restart of their own queries would take many intervals.
+            assert during[name] <= INTERVAL_SECONDS + before[name], (
+                f"flow {name}'s records waited up to {during[name]:.1f}s while b restarted, {before[name]:.1f}s before"
+            )
     finally:
         for producer in producers.values():
             producer.__exit__(None, None, None)
