@@ -9,13 +9,11 @@ tool on its stdin, from the runner).
 
 from __future__ import annotations
 
-import hashlib
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.jars import ArtifactError, cache_root, filesystem_jars
-from reconciler.artifacts.java_build import compile_jar
-from reconciler.artifacts.quota_tool import jdk_tool
+from reconciler.artifacts.jars import ArtifactError, filesystem_jars
+from reconciler.artifacts.java_build import cached_jar, jdk_tool
 
 SOURCE = "HadoopDelete.java"
 MAIN_CLASS = "io.kmirror.tools.HadoopDelete"
@@ -37,16 +35,13 @@ def _spark_jars() -> Path:
 
 def hadoop_tool_jar() -> Path:
     """The tool's jar, compiled on first use (needs a JDK's `javac`)."""
-    source = _source()
-    version = hashlib.sha256(source).hexdigest()[:16]
-    target = cache_root() / "jars" / f"kmirror-hadoop-delete-{version}" / "kmirror-hadoop-delete.jar"
-    if target.exists():
-        return target
-    javac = jdk_tool("javac")
-    if javac is None:
-        raise ArtifactError("deleting a checkpoint on S3 builds a small Java tool once with `javac`: install a JDK 17")
-    api = sorted(_spark_jars().glob("hadoop-client-api-*.jar"))
-    return compile_jar(javac, {SOURCE: source}, api, target, "kmirror's Hadoop delete tool")
+    return cached_jar(
+        "kmirror-hadoop-delete",
+        {SOURCE: _source()},
+        lambda: sorted(_spark_jars().glob("hadoop-client-api-*.jar")),
+        what="kmirror's Hadoop delete tool",
+        no_javac="deleting a checkpoint on S3 builds a small Java tool once with `javac`: install a JDK 17",
+    )
 
 
 def hadoop_delete_command(uri: str, conf_dir: Path | None) -> list[str]:

@@ -11,13 +11,11 @@ Must not: run anything but `javac`, or write outside its cache folder.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
-from reconciler.artifacts.java_build import compile_jar
+from reconciler.artifacts.jars import spark_kafka_jars
+from reconciler.artifacts.java_build import cached_jar, sources_version
 
 _SOURCES = (
     "ReplicationInterceptor.java",
@@ -48,25 +46,29 @@ def _sources() -> dict[str, bytes]:
 
 def interceptor_version(sources: dict[str, bytes] | None = None) -> str:
     """The version of the interceptor jar's sources (a hash): a new one is compiled when they change."""
-    sources = sources or _sources()
-    return hashlib.sha256(b"".join(sources[n] for n in _SOURCES)).hexdigest()[:16]
+    return sources_version(sources or _sources())
+
+
+def _classpath() -> list[Path | str]:
+    import pyspark
+
+    # kafka-clients, and Spark's Kafka source (GroupedKafkaSource wraps it)
+    clients: list[Path | str] = [
+        p for p in spark_kafka_jars() if p.name.startswith(("kafka-clients-", "spark-sql-kafka-"))
+    ]
+    clients.append(Path(pyspark.__file__).parent / "jars" / "*")  # ForeachWriter, Row, scala-library
+    return clients
 
 
 def interceptor_jar() -> Path:
     """The interceptor jar, compiled on first use (needs a JDK's `javac`)."""
-    sources = _sources()
-    target = cache_root() / "jars" / f"kmirror-interceptor-{interceptor_version(sources)}" / "kmirror-interceptor.jar"
-    if target.exists():
-        return target
-    javac = shutil.which("javac")
-    if javac is None:
-        raise ArtifactError(
-            "the replication job needs a JDK (`javac` is not on PATH) to build its producer interceptor once; "
-            "install one, e.g. `apt-get install openjdk-17-jdk-headless`."
-        )
-    import pyspark
-
-    # kafka-clients, and Spark's Kafka source (GroupedKafkaSource wraps it)
-    clients = [p for p in spark_kafka_jars() if p.name.startswith(("kafka-clients-", "spark-sql-kafka-"))]
-    clients.append(Path(pyspark.__file__).parent / "jars" / "*")  # ForeachWriter, Row, scala-library
-    return compile_jar(javac, sources, clients, target, "the producer interceptor")
+    return cached_jar(
+        "kmirror-interceptor",
+        _sources(),
+        _classpath,
+        what="the producer interceptor",
+        no_javac=(
+            "the replication job needs a JDK (`javac` is not on PATH or in $JAVA_HOME/bin) to build its producer "
+            "interceptor once; install one, e.g. `apt-get install openjdk-17-jdk-headless`."
+        ),
+    )

@@ -13,14 +13,11 @@ to the tool on its stdin, from the adapter).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.jars import ArtifactError, cache_root, spark_kafka_jars
-from reconciler.artifacts.java_build import compile_jar
+from reconciler.artifacts.jars import ArtifactError, spark_kafka_jars
+from reconciler.artifacts.java_build import cached_jar, jdk_tool, sources_version
 
 SOURCE = "ClientQuotas.java"
 MAIN_CLASS = "io.kmirror.quotas.ClientQuotas"
@@ -34,15 +31,7 @@ def _source() -> bytes:
 
 def quota_tool_version(source: bytes | None = None) -> str:
     """The version of the tool's source (a hash): a new jar is compiled when it changes."""
-    return hashlib.sha256(source if source is not None else _source()).hexdigest()[:16]
-
-
-def jdk_tool(name: str) -> str | None:
-    """`java` or `javac` from `$JAVA_HOME/bin`, else from PATH; None when neither has it."""
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(Path(home) / "bin" / name, os.X_OK):
-        return str(Path(home) / "bin" / name)
-    return shutil.which(name)
+    return sources_version({SOURCE: source if source is not None else _source()})
 
 
 def client_jars() -> list[Path]:
@@ -61,17 +50,16 @@ def client_jars() -> list[Path]:
 
 def quota_tool_jar() -> Path:
     """The tool's jar, compiled on first use (needs a JDK's `javac`)."""
-    source = _source()
-    target = cache_root() / "jars" / f"kmirror-quotas-{quota_tool_version(source)}" / "kmirror-quotas.jar"
-    if target.exists():
-        return target
-    javac = jdk_tool("javac")
-    if javac is None:
-        raise ArtifactError(
+    return cached_jar(
+        "kmirror-quotas",
+        {SOURCE: _source()},
+        client_jars,
+        what="kmirror's client-quota tool",
+        no_javac=(
             "client quotas (replication.throttle) are set with Kafka's Java Admin client, and kmirror builds its small "
             f"tool for that once with `javac`, which is not on PATH or in $JAVA_HOME/bin: install {INSTALL_HINT}"
-        )
-    return compile_jar(javac, {SOURCE: source}, client_jars(), target, "kmirror's client-quota tool")
+        ),
+    )
 
 
 def quota_tool_command() -> list[str]:

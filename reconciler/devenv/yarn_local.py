@@ -20,7 +20,6 @@ its containers (found by `home` in their command lines).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -34,9 +33,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from reconciler.artifacts.jars import cache_root, hadoop_minicluster_libs
-from reconciler.artifacts.java_build import compile_jar
-from reconciler.artifacts.quota_tool import jdk_tool
+from reconciler.artifacts.jars import hadoop_minicluster_libs
+from reconciler.artifacts.java_build import cached_jar, jdk_tool
 from reconciler.devenv.kafka_local import _pid_alive
 from reconciler.errors import DevEnvError
 
@@ -91,16 +89,14 @@ def _source(name: str = SOURCE) -> bytes:
 
 def minihadoop_jar() -> Path:
     """The MiniHadoop main's jar, compiled on first use (needs a JDK's `javac`)."""
-    sources = {SOURCE: _source(), CREDENTIALS_SOURCE: _source(CREDENTIALS_SOURCE)}
-    version = hashlib.sha256(b"".join(sources.values())).hexdigest()[:16]
-    target = cache_root() / "jars" / f"kmirror-minihadoop-{version}" / "kmirror-minihadoop.jar"
-    if target.exists():
-        return target
-    javac = jdk_tool("javac")
-    if javac is None:
-        raise DevEnvError("`kmirror dev up --yarn` compiles a small Java main once with `javac`: install a JDK 17")
-    libs = hadoop_minicluster_libs()
-    return compile_jar(javac, sources, [f"{libs}/*"], target, "the local Hadoop's main")
+    return cached_jar(
+        "kmirror-minihadoop",
+        {SOURCE: _source(), CREDENTIALS_SOURCE: _source(CREDENTIALS_SOURCE)},
+        lambda: [f"{hadoop_minicluster_libs()}/*"],
+        what="the local Hadoop's main",
+        no_javac="`kmirror dev up --yarn` compiles a small Java main once with `javac`: install a JDK 17",
+        error=DevEnvError,
+    )
 
 
 def store_credentials(cluster: YarnCluster, path: str, values: Mapping[str, str]) -> str:
