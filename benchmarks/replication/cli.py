@@ -155,14 +155,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.repeat is not None:
         if args.repeat < 1:
             p.error("--repeat: at least 1 pair")
-        if args.variant or args.mm2_eos:
-            p.error("--repeat runs the main MM2 and kmirror settings only (no --variant, no --mm2-eos)")
+        try:
+            eos_pairs(args)
+        except ValueError as exc:
+            p.error(str(exc))
     if args.suite in PRECREATE_SUITES:
         args.precreate_remotes = True
     if args.out is None:
         name = "replication-soak.json" if args.soak_minutes else "replication.json"
         args.out = Path("benchmarks/results") / name
     return args
+
+
+def eos_pairs(args: argparse.Namespace) -> bool:
+    """Whether --repeat pairs MM2 exactly-once with kmirror exactly-once: --mm2-eos and exactly one --variant, whose
+    delivery is exactly-once (the pairs then run that variant, not the main kmirror settings). Without --mm2-eos
+    the pairs run the main settings only. ValueError for any other combination."""
+    if not args.mm2_eos:
+        if args.variant:
+            raise ValueError("--repeat runs the main MM2 and kmirror settings (no --variant), or with --mm2-eos "
+                             "MM2 exactly-once against one exactly-once --variant")  # fmt: skip
+        return False
+    variants = parse_variants(args.kmirror_conf, args.kmirror_producer, args.variant, args.kmirror_flow)
+    if len(variants) != 2 or not variants[1].transactional:
+        raise ValueError("--repeat with --mm2-eos: exactly one --variant, with delivery=exactly_once (e.g. "
+                         "--variant 'eos delivery=exactly_once'), to pair with MM2's exactly-once")  # fmt: skip
+    return True
 
 
 def versions() -> dict[str, Any]:
@@ -205,7 +223,8 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
             print(f"[{wl.name}] clusters up ({time.monotonic() - t0:.0f}s): {source.bootstrap}, {target.bootstrap}")
             variants = parse_variants(args.kmirror_conf, args.kmirror_producer, args.variant, args.kmirror_flow)
             if args.repeat is not None:
-                run_pairs(args, wl, work, source, target, variants[0], phases, machine, doc)
+                eos = eos_pairs(args)
+                run_pairs(args, wl, work, source, target, variants[1 if eos else 0], phases, machine, doc, eos=eos)
                 return
             mm2_runs = [MM2_DEFAULT, *([MM2_EOS] if args.mm2_eos else [])]
             lat_topics = [*(r.latency_topic for r in mm2_runs), *(v.latency_topic for v in variants)]
@@ -273,10 +292,10 @@ def run_case(args: argparse.Namespace, wl: Workload, work: Path, doc: dict[str, 
         doc |= case_ratios(results)
 
 
-def pair_runs(i: int, variant: Variant) -> tuple[MM2Run, Variant]:
+def pair_runs(i: int, variant: Variant, *, eos: bool = False) -> tuple[MM2Run, Variant]:
     """Pair i's MM2 run and kmirror variant: each with aliases, remote topics, latency topic and folder of its
-    own (`mm2src<i>`, `kmsrc<100+i>`), the main settings otherwise."""
-    mm2 = MM2Run(f"pair{i}", (f"{MM2_ALIASES[0]}{i}", f"{MM2_ALIASES[1]}{i}"))
+    own (`mm2src<i>`, `kmsrc<100+i>`), `variant`'s settings otherwise; with `eos` MM2 runs exactly-once."""
+    mm2 = MM2Run(f"pair{i}", (f"{MM2_ALIASES[0]}{i}", f"{MM2_ALIASES[1]}{i}"), eos=eos)
     return mm2, dataclasses.replace(variant, name=f"pair{i}", index=PAIR_INDEX + i)
 
 
@@ -290,21 +309,28 @@ def run_pairs(
     phases: set[str],
     machine: Conditions,
     doc: dict[str, Any],
+    *,
+    eos: bool = False,
 ) -> None:
     """--repeat N on started clusters: the warm-up, the source set sized for the copy window from the warm-up's
     rates, the ceiling once, then N interleaved pairs (MM2 then kmirror), each run's remote topics deleted once it
     is measured. A run that fails is recorded in its pair (`errors`) and the pairs go on; one that stalls is kept
-    with `stalled` (see repeat.StallWatch)."""
+    with `stalled` (see repeat.StallWatch). With `eos` every pair (and the warm-up) is MM2 exactly-once against
+    kmirror `variant` (exactly-once); the report then says `pairs_exactly_once`."""
     results = doc["results"]
+    if eos:
+        results["pairs_exactly_once"] = True
     names = [n for n in REPLICATORS if n in phases]
-    runs = {i: pair_runs(i, variant) for i in range(1, args.repeat + 1)}
+    runs = {i: pair_runs(i, variant, eos=eos) for i in range(1, args.repeat + 1)}
     latency_topics = [t for mm2, km in runs.values() for t in (mm2.latency_topic, km.latency_topic)]
     create_topics(source, [*wl.data_topics, *latency_topics], wl.partitions)
     warm = warmup_workload(wl, args.warmup_records)
     rates: list[float | None] = []
     if warm is not None and names:
         replicators = {n: n in names for n in REPLICATORS}
-        results["broker_warmup"] = warm_brokers(args, warm, work, source, target, replicators, variant, machine)
+        results["broker_warmup"] = warm_brokers(
+            args, warm, work, source, target, replicators, variant, machine, mm2_eos=eos
+        )
         print(f"[{wl.name}] brokers warmed: {json.dumps(results['broker_warmup'])}")
         # the faster of each warm-up's copy-window and steady rates (a small set's window is mostly ramp-up)
         rates = [max((w := results["broker_warmup"].get(n, {})).get("records_per_s") or 0,
@@ -320,6 +346,7 @@ def run_pairs(
         "stall_seconds": args.stall_seconds,
         "flows": wl.flows,
         "remote_topics_precreated": bool(args.precreate_remotes),
+        "pairs": "mm2 exactly-once vs kmirror " + variant.name if eos else "mm2 vs kmirror",
     }
     print(f"[{wl.name}] source set: {wl.records:,} records (asked {asked:,}; warm-up rates {rates})")
     with machine.phase("fill"):

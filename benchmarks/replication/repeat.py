@@ -58,7 +58,7 @@ HIGHER_IS_BETTER_PREFIXES = ("throughput_", "variant_")
 
 
 def higher_is_better(key: str) -> bool:
-    return key.startswith(HIGHER_IS_BETTER_PREFIXES) and "cpu" not in key
+    return (key.startswith(HIGHER_IS_BETTER_PREFIXES) or key.endswith("_records_per_s")) and "cpu" not in key
 
 
 def median_and_spread(per_pair: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, list[float]]]:
@@ -104,14 +104,24 @@ GOALS = (
     Goal("cpu_per_record", "cpu_per_record_kmirror_over_mm2_all", "<= 1.0x MM2", lambda v: v <= 1.0),
     Goal("p99_at_latency_rate", "kmirror_p99_ms", "<= 100 ms", lambda v: v <= 100.0),
 )
+#: Issue 34's goals for exactly-once pairs (`--repeat N --mm2-eos --variant 'eos delivery=exactly_once'`): MM2's
+#: exactly-once is the baseline, and the latency goal is relative (p99 no higher than MM2's in the same pair).
+EOS_GOALS = (
+    Goal("records_per_s", "throughput_kmirror_over_mm2", ">= 1.0x MM2 exactly-once", lambda v: v >= 1.0),
+    Goal("cpu_per_record", "cpu_per_record_kmirror_over_mm2_all", "<= 1.0x MM2 exactly-once", lambda v: v <= 1.0),
+    Goal("p99_at_latency_rate", "latency_p99_ms_kmirror_over_mm2", "<= 1.0x MM2 exactly-once", lambda v: v <= 1.0),
+    Goal("first_record", "first_record_kmirror_minus_mm2_s", "no later than MM2 exactly-once", lambda v: v <= 0.0),
+)
 
 
-def judge(medians: Mapping[str, Any], spread: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+def judge(
+    medians: Mapping[str, Any], spread: Mapping[str, Sequence[float]], goals: Sequence[Goal] = GOALS
+) -> dict[str, Any]:
     """Each goal on the median and on the worst pair: {name: {goal, median, worst_pair, met_on_median,
     met_on_worst_pair}} (None where no pair measured it). The verdict says what the figures say; whether the
     machine was quiet enough to trust them is `conditions.machine.quiet`."""
     out: dict[str, Any] = {}
-    for g in GOALS:
+    for g in goals:
         med = medians.get(g.key)
         bad = worst(g.key, spread)
         out[g.name] = {
@@ -128,18 +138,34 @@ def judge(medians: Mapping[str, Any], spread: Mapping[str, Sequence[float]]) -> 
 def pair_ratios(
     pair: Mapping[str, Any], ceiling: Mapping[str, Any] | None, ratios_of: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any]:
-    """One pair's ratios (the report's `ratios` of a single run, with the run's one ceiling), plus kmirror's own p99
-    (the p99 goal is absolute). A pair in which either replicator stalled gives no ratios: its figures are of a
-    copy that did not finish (the stall is reported on its own)."""
+    """One pair's ratios (the report's `ratios` of a single run, with the run's one ceiling), plus each
+    replicator's own figures (pair_figures; issue 37's p99 goal is on `kmirror_p99_ms`, absolute). A pair in which
+    either replicator stalled gives no ratios: its figures are of a copy that did not finish (the stall is reported
+    on its own)."""
     if any((pair.get(name) or {}).get("stalled") for name in REPLICATORS):
         return {}
     results: dict[str, Any] = {k: v for k, v in pair.items() if k in REPLICATORS and v}
     if ceiling:
         results["ceiling"] = ceiling
-    out = ratios_of(results)
-    p99 = ((pair.get("kmirror") or {}).get("latency") or {}).get("target", {}).get("p99_ms")
-    if p99 is not None:
-        out["kmirror_p99_ms"] = p99
+    return ratios_of(results) | pair_figures(pair)
+
+
+#: A pair's own figures kept beside its ratios (their medians show what each ratio is a ratio of).
+FIGURES = (("records_per_s", ("records_per_s",)), ("first_record_s", ("first_record_after_s",)),
+           ("p50_ms", ("latency", "target", "p50_ms")), ("p99_ms", ("latency", "target", "p99_ms")))  # fmt: skip
+
+
+def pair_figures(pair: Mapping[str, Any]) -> dict[str, Any]:
+    """Each replicator's records/s, first record (s after its start) and p50 / p99 (ms, at the latency rate) in the
+    pair, as `mm2_records_per_s`, `kmirror_p99_ms`, ...; a figure the run has not is left out."""
+    out: dict[str, Any] = {}
+    for name in REPLICATORS:
+        for key, path in FIGURES:
+            value: Any = pair.get(name) or {}
+            for step in path:
+                value = value.get(step) if isinstance(value, Mapping) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[f"{name}_{key}"] = value
     return out
 
 

@@ -26,6 +26,8 @@ from benchmarks.replication.phases import MM2Run, Variant, run_kmirror, run_mm2
 
 WARMUP_PREFIX = "warm.d"
 MM2_WARMUP = MM2Run("warmup", ("mm2wsrc", "mm2wdst"))
+#: The warm-up of exactly-once pairs: MM2's transactional writes and read_committed reads warm their broker paths.
+MM2_EOS_WARMUP = MM2Run("warmup-eos", ("mm2wesrc", "mm2wedst"), eos=True)
 #: The kmirror warm-up's variant index: its aliases (`kmsrc99`), folder and latency topic are its own.
 KMIRROR_WARMUP_INDEX = 99
 
@@ -50,16 +52,21 @@ def warm_brokers(
     replicators: dict[str, bool],
     kmirror: Variant,
     machine: Conditions,
+    *,
+    mm2_eos: bool = False,
 ) -> dict[str, Any]:
-    """Each replicator asked for (`replicators`: "mm2"/"kmirror" -> run or not) copies `warm` once; its rate and
-    first record, for the record (cold brokers: not comparable with the measured phases)."""
+    """Each replicator asked for (`replicators`: "mm2"/"kmirror" -> run or not) copies `warm` once (MM2 exactly-once
+    when `mm2_eos`); its rate and first record, for the record (cold brokers: not comparable with the measured
+    phases)."""
     create_topics(source, warm.data_topics, warm.partitions)
     out: dict[str, Any] = {"records": warm.records, "fill": fill_source(source, warm)}
     quiet_args = argparse.Namespace(**{**vars(args), "latency_seconds": 0})
     folder = work / "warmup"
     with machine.phase("warmup"):
         if replicators.get("mm2"):
-            out["mm2"] = _brief(run_mm2(folder, source, target, warm, quiet_args, MM2_WARMUP))
+            out["mm2"] = _brief(
+                run_mm2(folder, source, target, warm, quiet_args, MM2_EOS_WARMUP if mm2_eos else MM2_WARMUP)
+            )
         if replicators.get("kmirror"):
             variant = dataclasses.replace(kmirror, name="warmup", index=KMIRROR_WARMUP_INDEX)
             out["kmirror"] = _brief(run_kmirror(folder, source, target, warm, quiet_args, variant))

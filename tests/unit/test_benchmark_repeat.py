@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.replication.cli import PAIR_INDEX, pair_runs, parse_args, workloads
+from benchmarks.replication.cli import PAIR_INDEX, eos_pairs, pair_runs, parse_args, workloads
 from benchmarks.replication.common import Cluster, Workload
 from benchmarks.replication.phases import (
     CopyTiming,
@@ -65,6 +65,31 @@ def test_repeat_refuses_variants_and_pairs_under_one() -> None:
     for argv in (["--repeat", "0"], ["--repeat", "2", "--variant", "x a=b"], ["--repeat", "2", "--mm2-eos"]):
         with pytest.raises(SystemExit):
             parse_args(argv)
+
+
+def test_exactly_once_pairs_need_mm2_eos_and_one_exactly_once_variant() -> None:
+    eos = ["--repeat", "2", "--mm2-eos", "--variant", "eos delivery=exactly_once"]
+    assert eos_pairs(parse_args(eos)) is True
+    assert eos_pairs(parse_args(["--repeat", "2"])) is False
+    refused = (
+        ["--repeat", "2", "--mm2-eos", "--variant", "x producer.linger.ms=5"],  # not exactly-once
+        [*eos, "--variant", "eos2 delivery=exactly_once"],  # which one would the pairs run?
+        ["--repeat", "2", "--variant", "eos delivery=exactly_once"],  # against MM2's at-least-once
+    )
+    for argv in refused:
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+    # without --repeat, --mm2-eos and variants stay one run of each, as before
+    assert parse_args(["--mm2-eos", "--variant", "a x=1", "--variant", "b y=2"]).repeat is None
+
+
+def test_exactly_once_pairs_run_mm2_exactly_once_against_the_variant() -> None:
+    variant = parse_variants(variants=["eos delivery=exactly_once producer.linger.ms=5"])[1]
+    mm2, km = pair_runs(2, variant, eos=True)
+    assert mm2.eos and km.transactional
+    assert km.producer == {"linger.ms": "5"} and km.index == PAIR_INDEX + 2
+    plain_mm2, _ = pair_runs(2, parse_variants()[0])
+    assert not plain_mm2.eos and plain_mm2.aliases == mm2.aliases
 
 
 # -- medians and spreads ----------------------------------------------------------------------------------------
@@ -150,6 +175,40 @@ def test_case_ratios_of_interleaved_pairs() -> None:
     assert case_ratios({"mm2": pairs[0]["mm2"], "kmirror": pairs[0]["kmirror"]}) == {
         "ratios": ratios({"mm2": pairs[0]["mm2"], "kmirror": pairs[0]["kmirror"]})
     }
+
+
+def test_exactly_once_pairs_report_medians_and_spreads_judged_on_issue_34s_goals() -> None:
+    pairs = [  # MM2 exactly-once, kmirror exactly-once: rate, CPU s/M, first record s, p99 ms (p50 = p99 / 2)
+        {"mm2": _run(40_000, 30.0, 8.0, 100.0), "kmirror": _run(60_000, 18.0, 7.0, 150.0)},
+        {"mm2": _run(50_000, 30.0, 9.0, 200.0), "kmirror": _run(70_000, 15.0, 9.0, 180.0)},
+        {"mm2": _run(45_000, 30.0, 8.5, 100.0), "kmirror": _run(90_000, 21.0, 9.5, 90.0)},
+    ]
+    out = case_ratios({"pairs": pairs, "pairs_exactly_once": True})
+    r, spread = out["ratios"], out["ratios_spread"]
+    assert r["throughput_kmirror_over_mm2"] == 1.5 and spread["throughput_kmirror_over_mm2"] == [1.4, 2.0]
+    assert r["cpu_per_record_kmirror_over_mm2_all"] == 0.6 and spread["cpu_per_record_kmirror_over_mm2_all"] == [
+        0.5,
+        0.7,
+    ]
+    assert r["latency_p99_ms_kmirror_over_mm2"] == 0.9 and spread["latency_p99_ms_kmirror_over_mm2"] == [0.9, 1.5]
+    assert r["latency_p50_ms_kmirror_over_mm2"] == 0.9
+    assert r["first_record_kmirror_minus_mm2_s"] == 0.0 and spread["first_record_kmirror_minus_mm2_s"] == [-1.0, 1.0]
+    # each replicator's own figures, medians and spreads too
+    assert (r["mm2_p99_ms"], r["kmirror_p99_ms"], r["kmirror_p50_ms"]) == (100.0, 150.0, 75.0)
+    assert r["mm2_records_per_s"] == 45_000 and spread["kmirror_records_per_s"] == [60_000, 90_000]
+    assert r["mm2_first_record_s"] == 8.5 and spread["kmirror_first_record_s"] == [7.0, 9.5]
+    goals = out["goals"]
+    assert set(goals) == {"records_per_s", "cpu_per_record", "p99_at_latency_rate", "first_record"}
+    p99 = goals["p99_at_latency_rate"]
+    assert p99["ratio"] == "latency_p99_ms_kmirror_over_mm2" and p99["goal"] == "<= 1.0x MM2 exactly-once"
+    assert (p99["median"], p99["met_on_median"], p99["worst_pair"], p99["met_on_worst_pair"]) == (0.9, True, 1.5, False)
+    assert goals["first_record"]["met_on_median"] is True and goals["first_record"]["met_on_worst_pair"] is False
+    assert goals["records_per_s"]["worst_pair"] == 1.4  # the lowest rate ratio is the worst pair
+    # at-least-once pairs keep issue 37's absolute p99 goal
+    assert case_ratios({"pairs": pairs})["goals"]["p99_at_latency_rate"]["ratio"] == "kmirror_p99_ms"
+    text = table({"conditions": {"records": 100_000}, "results": {"pairs": pairs}, **out})
+    assert "latency_p99_ms_kmirror_over_mm2: 0.9 [0.9 - 1.5]" in text
+    assert "goal p99_at_latency_rate <= 1.0x MM2 exactly-once: median 0.9 (met: yes), worst pair 1.5 (met: no)" in text
 
 
 def test_a_stalled_pair_gives_no_ratios_and_is_reported() -> None:
