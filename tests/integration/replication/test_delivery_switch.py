@@ -1,0 +1,194 @@
+"""Switching a running real-time flow from `exactly_once` to `at_least_once` and back, under steady load, run for
+real by LocalRunner (what `kmirror apply` does for a changed `replication.delivery`: a redeploy of the flow's job
+on its checkpoint): what each switch copies twice, measured, and that it loses nothing (issue 34, Deliver 6).
+
+docs/delivery.md ("Switching a running flow") promises: exactly-once -> at-least-once re-sends at most the records
+the transactions committed after the job's last checkpoint, so up to one checkpoint interval
+(`spark.kmirror.triggerInterval`) of records; at-least-once -> exactly-once re-sends what a graceful stop re-sends.
+The test counts each switch's duplicates (by sequence number, read_committed), prints them with the records
+produced in the checkpoint interval before the switch, and asserts 0 lost, first copies in order, and each
+switch's duplicates within one checkpoint interval of the load (plus the seconds the switch itself takes, during
+which the stopping job may still copy).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.jobcontract.job_report import read_report
+from reconciler.runners import LocalRunner
+from reconciler.spec.loader import load_text
+from reconciler.spec.models import DesiredState
+from tests.conftest import KafkaCluster
+from tests.integration.replication.conftest import (
+    Flow,
+    SequenceProducer,
+    create_topic,
+    read_partition,
+    stop_or_kill,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: The checkpoint interval (real-time mode: each batch's length; its end checkpoints the source offsets).
+INTERVAL_S = 10
+PARTITIONS = 2
+#: 100 records every 0.2 s: ~500 records/s over the two partitions.
+PER_ROUND = 100
+#: Seconds a switch's bound allows beyond one interval: the batch's end (the checkpoint's write) on a loaded
+#: machine, and the stop's own seconds.
+SLACK_S = 5.0
+#: The module flow's folder (its file's path decides the checkpoint's: each switch's state must keep it).
+BASE: dict[str, Path] = {}
+
+
+def _state(source: KafkaCluster, target: KafkaCluster, tag: str, delivery: str, base: Path) -> DesiredState:
+    text = f"""
+version: 1
+clusters:
+  s{tag}: {{bootstrap_servers: "{source.bootstrap_servers}"}}
+  t{tag}: {{bootstrap_servers: "{target.bootstrap_servers}"}}
+state: {{cluster: t{tag}, topic: _kmirror.state}}
+spark:
+  deploy: local
+  master: "local[4]"
+  checkpoint_root: checkpoints
+  conf:
+    spark.kmirror.mode: realtime
+    spark.kmirror.triggerInterval: "{INTERVAL_S} seconds"
+flows:
+  - name: switch
+    source: s{tag}
+    target: t{tag}
+    topics: {{include: ['sw{tag}\\..*']}}
+    replication: {{delivery: {delivery}}}
+    offsets: {{offset_lag_max: 10, syncs_location: source}}
+    heartbeats: {{enabled: false}}
+"""
+    return load_text(text).state.with_source_path(base / "kmirror.yaml")
+
+
+@pytest.fixture(scope="module")
+def flow(source: KafkaCluster, target: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
+    tag = uuid.uuid4().hex[:6]
+    create_topic(source, f"sw{tag}.load", PARTITIONS)
+    base = BASE["switch"] = tmp_path_factory.mktemp("delivery-switch")
+    state = _state(source, target, tag, "exactly_once", base)
+    runner = LocalRunner(base, state.spark, root=base, stop_timeout=INTERVAL_S + 60)
+    f = Flow(state, runner, "switch", f"s{tag}", f"t{tag}", f"sw{tag}", source, target)
+    f.deploy()
+    try:
+        yield f
+    finally:
+        stop_or_kill(runner, f.name)
+
+
+class Timeline:
+    """(monotonic time, records produced so far), sampled every 0.2 s while the load runs."""
+
+    def __init__(self, seq: SequenceProducer) -> None:
+        self.seq, self.samples = seq, [(time.monotonic(), 0)]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Timeline:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def produced(self) -> int:
+        return sum(len(s) for s in self.seq.produced.values())
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.samples.append((time.monotonic(), self.produced()))
+
+    def between(self, start: float, end: float) -> int:
+        """Records produced from `start` to `end` (monotonic seconds), from the nearest samples."""
+
+        def at(t: float) -> int:
+            return max((n for s, n in self.samples if s <= t), default=0)
+
+        return at(end) - at(start)
+
+
+def _switch(flow: Flow, delivery: str) -> None:
+    state = _state(flow.source, flow.target, flow.source_alias[1:], delivery, BASE[flow.name])
+    flow.state = state
+    flow.deploy()
+    report = wait_for(
+        f"the job to report {delivery}",
+        lambda: (r := read_report(flow.runner.folder(flow.name).status)).get("delivery") == delivery and r,
+        timeout=120,
+    )
+    assert report.get("mode") == "realtime", report
+
+
+@pytest.mark.timeout(900)
+def test_switching_exactly_once_to_at_least_once_and_back_loses_nothing_and_resends_within_an_interval(
+    flow: Flow,
+) -> None:
+    topic, remote = flow.topic("load"), flow.remote(flow.topic("load"))
+    with SequenceProducer(flow.source, topic, PARTITIONS, per_round=PER_ROUND) as seq, Timeline(seq) as timeline:
+        wait_for("records copied, read_committed", lambda: read_partition(flow.target, remote, 0, read_committed=True),
+                 timeout=240)  # fmt: skip
+        time.sleep(INTERVAL_S * 2.5)  # steady state: several checkpoints and many transactions behind
+        t1 = time.monotonic()
+        n1 = timeline.produced()
+        _switch(flow, "at_least_once")
+        t1_end = time.monotonic()
+        time.sleep(INTERVAL_S * 2.5)
+        t2 = time.monotonic()
+        n2 = timeline.produced()
+        _switch(flow, "exactly_once")
+        t2_end = time.monotonic()
+        time.sleep(INTERVAL_S * 1.5)
+    produced = {p: list(s) for p, s in seq.produced.items()}
+    total = sum(len(s) for s in produced.values())
+
+    def complete() -> dict[int, list[int]] | None:
+        got = {p: [int(r.value or b"-1") for r in read_partition(flow.target, remote, p, read_committed=True)]
+               for p in produced}  # fmt: skip
+        return got if all(set(got[p]) >= set(produced[p]) for p in produced) else None
+
+    got = wait_for(f"{remote} to hold all {total:,} records, read_committed", complete, timeout=240)
+    lost = sum(len(set(produced[p]) - set(got[p])) for p in produced)
+    twice = [v for p in got for v, c in Counter(got[p]).items() for _ in range(c - 1)]
+    first_switch = sum(1 for v in twice if v < n1)
+    second_switch = sum(1 for v in twice if n1 <= v < n2)
+    after = len(twice) - first_switch - second_switch
+    interval_1 = timeline.between(t1 - INTERVAL_S, t1)
+    interval_2 = timeline.between(t2 - INTERVAL_S, t2)
+    bound_1 = timeline.between(t1 - INTERVAL_S - SLACK_S, t1_end)
+    bound_2 = timeline.between(t2 - INTERVAL_S - SLACK_S, t2_end)
+    print(
+        f"DELIVERY_SWITCH {{'records': {total}, 'lost': {lost}, 'checkpoint_interval_s': {INTERVAL_S}, "
+        f"'eos_to_alo_duplicates': {first_switch}, 'eos_to_alo_interval_records': {interval_1}, "
+        f"'eos_to_alo_switch_s': {t1_end - t1:.1f}, 'alo_to_eos_duplicates': {second_switch}, "
+        f"'alo_to_eos_interval_records': {interval_2}, 'alo_to_eos_switch_s': {t2_end - t2:.1f}, "
+        f"'duplicates_after': {after}}}"
+    )
+    assert lost == 0, f"{lost} acknowledged records missing on {remote}"
+    for p in got:
+        firsts = list(dict.fromkeys(got[p]))
+        assert firsts == produced[p], f"partition {p}: first copies not in the source's order"
+    assert first_switch <= bound_1, (
+        f"exactly-once -> at-least-once re-sent {first_switch} records, more than one checkpoint interval's "
+        f"({interval_1} records in {INTERVAL_S} s; {bound_1} with the switch's own seconds)"
+    )
+    assert second_switch <= bound_2, (
+        f"at-least-once -> exactly-once re-sent {second_switch} records, more than one checkpoint interval's "
+        f"({interval_2}; {bound_2} with the switch's own seconds)"
+    )
+    assert after == 0, f"{after} records copied twice after the switch back to exactly-once"
