@@ -54,8 +54,9 @@ from confluent_kafka.admin import (
 
 from reconciler.artifacts.quota_tool import quota_tool_command
 from reconciler.errors import ClusterUnreachableError, KmirrorError
-from reconciler.kafka_clients import client_quotas
+from reconciler.kafka_clients import client_quotas, exact_offsets
 from reconciler.kafka_clients.client_quotas import ClientQuotaError, CommandFactory
+from reconciler.kafka_clients.exact_offsets import CommittedOffset, ExactOffsets
 from reconciler.live.model import AclEntry, GroupInfo
 from reconciler.spec.client_config import ClientConfig
 
@@ -127,6 +128,9 @@ class KafkaAdmin:
         self.brokers: int | None = None
         self._broker_ids: tuple[int, ...] = ()
         self._admin = AdminClient({**config, "log_level": 0, "logger": _SilentLogger()})
+        #: Group offsets with their metadata exactly as committed (see `exact_offsets`); None where it cannot be
+        #: used, and then metadata read through confluent-kafka is unknown (it may carry bytes read past its end).
+        self._exact = ExactOffsets(config, timeout) if exact_offsets.available(config) else None
 
     # -- reads ------------------------------------------------------------------------------------------------
     def topics(self) -> dict[str, TopicMeta]:
@@ -271,22 +275,38 @@ class KafkaAdmin:
         listing = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout))
         incomplete = "; ".join(str(e) for e in listing.errors or ()) or None
         chosen = [g for g in listing.valid if wanted is None or wanted(g.group_id)]
-        futures: dict[str, Future[Any]] = {}
-        for g in chosen:  # the protocol takes one group per request; they are all in flight at once
-            self.round_trips += 1
-            futures.update(
-                self._admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(g.group_id)], request_timeout=self.timeout
-                )
-            )
+        futures = self._group_offsets([g.group_id for g in chosen])
         result = {}
         for g in chosen:
-            committed = [tp for tp in self._wait(futures[g.group_id]).topic_partitions if tp.offset >= 0]
-            offsets = {(tp.topic, tp.partition): tp.offset for tp in committed}
-            metadata = {(tp.topic, tp.partition): tp.metadata for tp in committed if tp.metadata}
+            offsets, metadata = self._wait(futures[g.group_id])
             state = g.state.name if g.state is not None else "UNKNOWN"
             result[g.group_id] = GroupInfo(g.group_id, state, offsets, metadata)
         return result, incomplete
+
+    def _group_offsets(self, groups: Sequence[str]) -> dict[str, Future[_Committed]]:
+        """Each group's committed offsets and their metadata (the non-empty ones), one request a group (the
+        protocol takes one), all in flight at once.
+
+        Through `exact_offsets` when it can be used: the metadata exactly as committed; metadata that is not UTF-8
+        (not from a Java client) is left out, as unknown. Otherwise through confluent-kafka, whose metadata may carry
+        bytes read past its end (`exact_offsets` says why): all of it is left out, as unknown, never copied.
+        """
+        self.round_trips += len(groups)
+        out: dict[str, Future[_Committed]] = {}
+        if self._exact is not None:
+            for group, future in self._exact.list_group_offsets(groups).items():
+                out[group] = _then(future, _exact_committed)
+            return out
+        requests = [ConsumerGroupTopicPartitions(g) for g in groups]
+        futures: dict[str, Future[Any]] = {}
+        for request in requests:
+            futures.update(self._admin.list_consumer_group_offsets([request], request_timeout=self.timeout))
+        for group in groups:
+            out[group] = _then(
+                futures[group],
+                lambda r: ({(tp.topic, tp.partition): tp.offset for tp in r.topic_partitions if tp.offset >= 0}, {}),
+            )
+        return out
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self._list_offsets(partitions, OffsetSpec.latest())
@@ -420,9 +440,17 @@ class KafkaAdmin:
         offsets: Mapping[tuple[str, int], int],
         metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> Outcome:
-        """Commit `offsets` for `group`, each with its metadata string from `metadata` ("" when not given)."""
+        """Commit `offsets` for `group`, each with its metadata string from `metadata` ("" when not given).
+
+        Through `exact_offsets` when it can be used: the metadata goes on the wire as its UTF-8 bytes, as a Java
+        client or MirrorMaker 2 writes it. Through confluent-kafka otherwise, which sends one more byte, a NUL, that
+        Java readers see at the end of the string (docs/mm2-users.md).
+        """
         self.round_trips += 1
         meta = metadata or {}
+        if self._exact is not None:
+            exact = {tp: m.encode() for tp, m in meta.items() if m}
+            return self._outcome(group, self._exact.alter_group_offsets(group, offsets, exact))
         partitions = [
             TopicPartition(t, p, o, meta[(t, p)]) if meta.get((t, p)) else TopicPartition(t, p, o)
             for (t, p), o in offsets.items()
@@ -505,6 +533,39 @@ class KafkaAdmin:
 
     def _unreachable(self, exc: BaseException) -> KmirrorError:
         return unreachable(self.cluster, self.bootstrap, self.timeout, exc)
+
+
+_Committed = tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]
+U = TypeVar("U")
+
+
+def _then(future: Future[T], convert: Callable[[T], U]) -> Future[U]:
+    """A future of `convert(future's result)`; the same exception when `future` failed."""
+    out: Future[U] = Future()
+
+    def done(f: Future[T]) -> None:
+        try:
+            out.set_result(convert(f.result()))
+        except BaseException as exc:  # handed on to whoever waits for `out`
+            out.set_exception(exc)
+
+    future.add_done_callback(done)
+    return out
+
+
+def _exact_committed(committed: Mapping[tuple[str, int], CommittedOffset]) -> _Committed:
+    """Offsets (the committed ones) and their non-empty metadata strings; metadata that is not UTF-8 is unknown."""
+    offsets, metadata = {}, {}
+    for tp, c in committed.items():
+        if c.offset < 0:
+            continue
+        offsets[tp] = c.offset
+        if c.metadata:
+            try:
+                metadata[tp] = c.metadata.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+    return offsets, metadata
 
 
 #: librdkafka keys whose value means the same to Java's client: a config of only these needs no translation.
