@@ -69,7 +69,8 @@ class _PartitionList(ctypes.Structure):
 
 @dataclass(frozen=True)
 class CommittedOffset:
-    """One committed offset and its metadata exactly as stored (None when the broker holds null)."""
+    """One committed offset and its metadata exactly as stored (None when it is empty or null: librdkafka
+    does not tell them apart)."""
 
     offset: int
     metadata: bytes | None
