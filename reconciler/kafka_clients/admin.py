@@ -443,18 +443,15 @@ class KafkaAdmin:
         """Commit `offsets` for `group`, each with its metadata string from `metadata` ("" when not given).
 
         Through `exact_offsets` when it can be used: the metadata goes on the wire as its UTF-8 bytes, as a Java
-        client or MirrorMaker 2 writes it. Through confluent-kafka otherwise, which sends one more byte, a NUL, that
-        Java readers see at the end of the string (docs/mm2-users.md).
+        client or MirrorMaker 2 writes it. Otherwise through confluent-kafka, without metadata: it would send one
+        byte more, a NUL, that a Java reader sees at the end of the string (Kafka Streams base64-decodes its commit
+        metadata); such a cluster's own reads leave metadata out too (`_group_offsets`; docs/mm2-users.md).
         """
         self.round_trips += 1
-        meta = metadata or {}
         if self._exact is not None:
-            exact = {tp: m.encode() for tp, m in meta.items() if m}
+            exact = {tp: m.encode() for tp, m in (metadata or {}).items() if m}
             return self._outcome(group, self._exact.alter_group_offsets(group, offsets, exact))
-        partitions = [
-            TopicPartition(t, p, o, meta[(t, p)]) if meta.get((t, p)) else TopicPartition(t, p, o)
-            for (t, p), o in offsets.items()
-        ]
+        partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         request = ConsumerGroupTopicPartitions(group, partitions)
         futures = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
         return self._outcome(group, futures[group])

@@ -117,7 +117,8 @@ def test_metadata_kmirror_writes_reads_back_exactly_in_a_java_client(
 
 def test_without_the_exact_path_metadata_is_unknown_never_garbage(target: KafkaCluster, probe: list[str]) -> None:
     """A configuration with a Python callback (AWS_MSK_IAM's oauth_cb; here an error_cb) cannot go through the C
-    API: kmirror then reads offsets through confluent-kafka and leaves every metadata string out, as unknown."""
+    API: kmirror then reads offsets through confluent-kafka and leaves every metadata string out, as unknown, and
+    writes offsets without metadata."""
     tag = uuid.uuid4().hex[:6]
     topic, group = f"metau{tag}", f"metau{tag}-java"
     create_topics(target, (topic, len(METADATA), {}))
@@ -128,6 +129,11 @@ def test_without_the_exact_path_metadata_is_unknown_never_garbage(target: KafkaC
         groups, _ = admin.read_groups(None if i % 2 else (lambda g: g == group))
         assert groups[group].offsets == {tp: o for tp, (o, _) in committed.items()}
         assert dict(groups[group].metadata) == {}, f"read {i + 1} of {READS}"
+    # Writing there: the offsets, without metadata (confluent-kafka would append a NUL to it).
+    synced = f"metau{tag}-synced"
+    offsets = {tp: o for tp, (o, _) in committed.items()}
+    assert admin.alter_group_offsets(synced, offsets, {tp: m for tp, (_, m) in committed.items()}).ok
+    assert java_read(probe, target, synced) == {tp: (o, b"") for tp, o in offsets.items()}
 
 
 def test_writing_offsets_to_a_cluster_that_does_not_answer_is_a_transient_failure() -> None:
