@@ -13,6 +13,9 @@ Client quotas (a flow's throttle) go through Kafka's own Java Admin client inste
 KIP-546 call: one short `java` process per batch, the cluster's Java client properties on its stdin
 (`adapters.client_quotas`), started only when a quota is read or set.
 
+Consumer group offsets (their reads and writes) go through librdkafka's C API instead (`exact_offsets`), so that
+their metadata strings are read and written exactly as committed; confluent-kafka's calls garble them.
+
 Must not: shell out to Kafka's tools (kafka-configs.sh), put a client property on a command line, or send one request
 per resource where the protocol takes many.
 """
@@ -293,7 +296,7 @@ class KafkaAdmin:
         """
         self.round_trips += len(groups)
         out: dict[str, Future[_Committed]] = {}
-        if self._exact is not None:
+        if self._exact is not None and self._exact.usable():
             for group, future in self._exact.list_group_offsets(groups).items():
                 out[group] = _then(future, _exact_committed)
             return out
@@ -448,7 +451,7 @@ class KafkaAdmin:
         metadata); such a cluster's own reads leave metadata out too (`_group_offsets`; docs/mm2-users.md).
         """
         self.round_trips += 1
-        if self._exact is not None:
+        if self._exact is not None and self._exact.usable():
             exact = {tp: m.encode() for tp, m in (metadata or {}).items() if m}
             return self._outcome(group, self._exact.alter_group_offsets(group, offsets, exact))
         partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]

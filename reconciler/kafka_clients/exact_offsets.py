@@ -206,6 +206,7 @@ class ExactOffsets:
         self._config = dict(config)
         self._handle: _Handle | None = None
         self._handle_lock = threading.Lock()
+        self._problem: str | None = None
         self.timeout = timeout
 
     def _rk(self) -> Any:
@@ -213,6 +214,16 @@ class ExactOffsets:
             if self._handle is None:
                 self._handle = _Handle(self._lib, self._config)
             return self._handle.rk
+
+    def usable(self) -> bool:
+        """Whether the client could be created (False when librdkafka refused a property of the configuration:
+        the admin adapter then uses confluent-kafka, whose configuration handling differs)."""
+        if self._problem is None:
+            try:
+                self._rk()
+            except ValueError as exc:
+                self._problem = str(exc)
+        return self._problem is None
 
     def close(self) -> None:
         with self._handle_lock:
