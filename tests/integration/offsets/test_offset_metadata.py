@@ -19,7 +19,7 @@ import pytest
 from reconciler.artifacts.quota_tool import client_jars, jdk_tool
 from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.kafka_clients.exact_offsets import CommittedOffset, ExactOffsets
-from tests.conftest import KafkaCluster
+from tests.conftest import SCRAM_USER, KafkaCluster
 from tests.integration.plan.harness import create_topics
 
 pytestmark = pytest.mark.integration
@@ -159,3 +159,31 @@ def test_metadata_with_a_nul_inside_reads_back_exactly(target: KafkaCluster) -> 
     info = KafkaAdmin("target", target.config(), timeout=30).groups(lambda g: g == group)[group]
     assert info.offsets == {(topic, 0): 5, (topic, 1): 6}
     assert dict(info.metadata) == {(topic, 0): "ok\x00x"}
+
+
+def test_exact_offsets_authenticate_with_scram_and_a_wrong_password_is_not_shown(
+    scram_pair: tuple[KafkaCluster, KafkaCluster], scram_secret: str
+) -> None:
+    """The exact path is a client of its own: it gets the cluster's SASL settings, and its errors never carry them."""
+    target = scram_pair[1]
+    scram = {
+        "bootstrap.servers": target.sasl_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": SCRAM_USER,
+    }
+    tag = uuid.uuid4().hex[:6]
+    group = f"metas{tag}"
+    admin = KafkaAdmin("target", {**scram, "sasl.password": scram_secret}, timeout=30)
+    assert admin.create_topics([(f"metas{tag}", 1, 1, {})])[0].ok
+    assert admin.wait_visible([f"metas{tag}"]) == set()
+    written = admin.alter_group_offsets(group, {(f"metas{tag}", 0): 3}, {(f"metas{tag}", 0): "ünïcode:16bytes"})
+    assert written.ok, written
+    info = admin.groups(lambda g: g == group)[group]
+    assert info.offsets == {(f"metas{tag}", 0): 3} and dict(info.metadata) == {(f"metas{tag}", 0): "ünïcode:16bytes"}
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    refused = KafkaAdmin("target", {**scram, "sasl.password": wrong}, timeout=5).alter_group_offsets(
+        group, {(f"metas{tag}", 0): 4}, {(f"metas{tag}", 0): "x"}
+    )
+    assert not refused.ok and wrong not in refused.message and scram_secret not in refused.message, refused
+    assert admin.groups(lambda g: g == group)[group].offsets == {(f"metas{tag}", 0): 3}
