@@ -206,7 +206,8 @@ class ExactOffsets:
         self._config = dict(config)
         self._handle: _Handle | None = None
         self._handle_lock = threading.Lock()
-        self._problem: str | None = None
+        #: Why the client could not be created (`usable()` is False), naming the property, never its value.
+        self.problem: str | None = None
         self.timeout = timeout
 
     def _rk(self) -> Any:
@@ -218,12 +219,12 @@ class ExactOffsets:
     def usable(self) -> bool:
         """Whether the client could be created (False when librdkafka refused a property of the configuration:
         the admin adapter then uses confluent-kafka, whose configuration handling differs)."""
-        if self._problem is None:
+        if self.problem is None:
             try:
                 self._rk()
             except ValueError as exc:
-                self._problem = str(exc)
-        return self._problem is None
+                self.problem = str(exc)
+        return self.problem is None
 
     def close(self) -> None:
         with self._handle_lock:
