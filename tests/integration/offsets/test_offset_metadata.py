@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.artifacts.quota_tool import client_jars, jdk_tool
+from reconciler.artifacts.java_build import jdk_tool
+from reconciler.artifacts.quota_tool import client_jars
 from reconciler.kafka_clients.admin import KafkaAdmin
 from reconciler.kafka_clients.exact_offsets import CommittedOffset, ExactOffsets
 from tests.conftest import SCRAM_USER, KafkaCluster
