@@ -15,7 +15,7 @@ import random
 import re
 import shutil
 import subprocess
-import time
+import time  # process_time: the CPU this check costs, not how long a loaded machine let it wait
 from pathlib import Path
 
 import pytest
@@ -82,10 +82,10 @@ HOSTILE_FORMS = [
 @pytest.mark.parametrize("pattern", HOSTILE_FORMS)
 def test_each_hostile_form_is_refused_at_its_line(pattern: str) -> None:
     text = HEAD + f"    topics: {{include: ['orders', '{pattern}']}}\n"
-    started = time.monotonic()
+    started = time.process_time()
     with pytest.raises(SpecError) as caught:
         load_text(text, file="kmirror.yaml")
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     errors = [str(issue) for issue in caught.value.errors]
     assert any(e.startswith("kmirror.yaml:10:") and "flows[0].topics.include[1]" in e for e in errors), errors
     assert any("exponentially" in e or "n^" in e for e in errors), errors
@@ -103,9 +103,9 @@ def test_re2_matches_even_a_hostile_form_in_linear_time(pattern: str) -> None:
     matcher = compile_linear(pattern)
     for unit in ("orders-events-eu-west-1-prod-v2", "a", "ab", "x", "-", "a-"):
         name = (unit * (10_000 // len(unit) + 1))[:10_000] + "!"
-        started = time.perf_counter()
+        started = time.process_time()
         matcher.fullmatch(name)
-        assert time.perf_counter() - started < 0.1, (pattern, unit)
+        assert time.process_time() - started < 0.1, (pattern, unit)
 
 
 @pytest.mark.parametrize(
@@ -213,9 +213,9 @@ def _hostile_names(pattern: str, rng: random.Random) -> list[str]:
 @settings(max_examples=60, deadline=None)
 def test_the_bound_is_cheap_to_compute_and_refuses_or_accepts_every_random_pattern(seed: int) -> None:
     pattern = _random_pattern(random.Random(seed))
-    started = time.perf_counter()
+    started = time.process_time()
     catastrophic_backtracking(pattern)
-    assert time.perf_counter() - started < 1.0, pattern
+    assert time.process_time() - started < 1.0, pattern
 
 
 @given(st.integers(min_value=0, max_value=2**32))
@@ -325,9 +325,9 @@ def test_java_matches_every_accepted_pattern_in_under_a_tenth_of_a_second(tmp_pa
     ],
 )
 def test_checking_a_large_pattern_stays_well_under_a_second(pattern: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     regex_problems(pattern)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_a_pattern_longer_than_the_check_reads_is_refused() -> None:
