@@ -29,13 +29,17 @@ APPLICATIONS = "_apps"
 
 @dataclass(frozen=True)
 class FlowRequest:
-    """What the runner asks of one flow in an application: run `digest` (its spec.json) on `checkpoint`."""
+    """What the runner asks of one flow in an application: run `digest` (its spec.json) on `checkpoint`, in the
+    driver started with `application_digest` (the application's Spark settings and jars the flow's spec runs with;
+    a driver started with other ones leaves the flow to its own deploy, which redeploys the application: None, a
+    request written before requests named it, runs in any)."""
 
     flow: str
     folder: JobFolder
     digest: str
     checkpoint: str
     resume_from_syncs: bool = False
+    application_digest: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -43,6 +47,7 @@ class FlowRequest:
             "digest": self.digest,
             "checkpoint": self.checkpoint,
             "resume_from_syncs": self.resume_from_syncs,
+            **({"application_digest": self.application_digest} if self.application_digest else {}),
         }
 
     def write(self) -> None:
@@ -67,7 +72,19 @@ class FlowRequest:
         flow, digest, checkpoint = data.get("flow"), data.get("digest"), data.get("checkpoint")
         if not (isinstance(flow, str) and isinstance(digest, str) and isinstance(checkpoint, str)):
             return None
-        return cls(flow, folder, digest, checkpoint, data.get("resume_from_syncs") is True)
+        application = data.get("application_digest")
+        return cls(
+            flow,
+            folder,
+            digest,
+            checkpoint,
+            data.get("resume_from_syncs") is True,
+            application if isinstance(application, str) else None,
+        )
+
+    def runs_in(self, application_digest: str | None) -> bool:
+        """Whether a driver started with `application_digest` runs this flow (None, either side: any driver)."""
+        return None in (self.application_digest, application_digest) or self.application_digest == application_digest
 
 
 def request_path(folder: JobFolder) -> Path:

@@ -7,7 +7,9 @@ runner: `spec.json` (the flow's effective spec) and `request.json` (`FlowRequest
 checkpoint, whether to resume from the offset-syncs); a `stop.request` there asks for that flow's query to stop.
 The driver reads the folder every `POLL_SECONDS` and reconciles (`reconcile`): a flow whose request appeared is
 started, one whose digest changed is stopped gracefully and started again with its new spec, one whose stop
-request appeared (or whose request is gone) is stopped. Each flow's query runs on a thread of its own
+request appeared (or whose request is gone) is stopped. A request for another application digest (`--digest`: the
+flow's spec runs with other Spark settings or jars, and its own deploy brings it here) waits: the flow is started
+once, with its new spec, not on its old one and again at its deploy. Each flow's query runs on a thread of its own
 (`hosted.HostedFlow`: its checkpoint, its status.json, its metrics, its supervision), so a change to one flow
 never pauses another. A flow whose thread ends by itself (e.g. its clusters unreachable at start) is started again
 after the job's restart backoff.
@@ -93,8 +95,10 @@ class _Running:
 class ApplicationDriver:
     """The driver loop of one application; see the module docstring."""
 
-    def __init__(self, folder: ApplicationFolder) -> None:
+    def __init__(self, folder: ApplicationFolder, digest: str | None = None) -> None:
         self.folder = folder
+        self.digest = digest
+        self._held: dict[str, str | None] = {}
         self.status = StatusFile(folder.status, application=folder.name)
         self._stopping = threading.Event()
         self._running: dict[str, _Running] = {}
@@ -108,7 +112,7 @@ class ApplicationDriver:
         self.status.update(state="starting", pid=os.getpid(), host=socket.gethostname(), flows=[])
         hosted_any = False
         while not self._stopping.is_set():
-            wanted = self.folder.requests()
+            wanted = self._wanted(self.folder.requests())
             self._step(wanted)
             hosted_any = hosted_any or bool(self._running)
             if hosted_any and not wanted and not self._running:
@@ -123,6 +127,19 @@ class ApplicationDriver:
         if self._spark is not None:
             self._spark.stop()
         return 0
+
+    def _wanted(self, requests: Mapping[str, FlowRequest]) -> dict[str, FlowRequest]:
+        """The requests this driver runs: those for its Spark settings and jars (`FlowRequest.runs_in`). A flow
+        asked of another driver waits for its own deploy (the runner rewrites its request with this driver's)."""
+        wanted = {name: r for name, r in requests.items() if r.runs_in(self.digest)}
+        for name, request in requests.items():
+            if name not in wanted and self._held.get(name) != request.application_digest:
+                log.info(
+                    "application %s: flow %s waits for its deploy (its request is for application %s, this driver "
+                    "runs %s)", self.folder.name, name, request.application_digest, self.digest,
+                )  # fmt: skip
+        self._held = {n: r.application_digest for n, r in requests.items() if n not in wanted}
+        return wanted
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._stopping.set()
@@ -188,13 +205,16 @@ class ApplicationDriver:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kmirror-replication-application", description=__doc__.splitlines()[0])
     parser.add_argument("--folder", type=Path, required=True, help="the application's folder the runner writes")
+    parser.add_argument(
+        "--digest", help="the application's digest (Spark settings and jars): only flows requested for it run here"
+    )
     args = parser.parse_args(argv)
     sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(scrubbing_log_filter())
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback of every flow's listener otherwise
-    driver = ApplicationDriver(ApplicationFolder(args.folder))
+    driver = ApplicationDriver(ApplicationFolder(args.folder), args.digest)
     try:
         return driver.run()
     except Exception as exc:

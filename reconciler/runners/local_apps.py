@@ -11,7 +11,9 @@ application resumes where it was.
 
 An application's own digest covers its Spark settings and jars (`application_digest`): a deploy that brings other
 ones stops the whole application gracefully (every flow's running batch finishes) and starts it again with them;
-its flows resume from their checkpoints.
+its flows resume from their checkpoints. Each flow's request names the application digest its spec runs with, and
+the driver (started with `--digest`) runs only those: a flow whose new spec comes with a later deploy of the same
+apply waits for it, so one apply starts each flow's query once.
 
 A flow's deployment record (`LocalDeployment` with `application`) names the application, its pid and the flow's
 sub-folder, in the state topic and in the sub-folder's `runner.json`, so any checkout on this host finds it.
@@ -22,6 +24,7 @@ Must not: decide which flows run (the planner does), or stop another flow's quer
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -117,12 +120,14 @@ class LocalApplications:
         if process.running and process.digest != app_digest:
             self._stop_application(app, process, f"its Spark settings or jars changed (flow {flow} brings them)")
             process = self.process(app)
+        if not process.running:
+            self._restamp(app, app_digest, flow)
         folder.path.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             folder.stop.unlink()
         job_spec.write(folder.spec)
         resume = checkpoint_missing(checkpoint, previous) is not False
-        FlowRequest(flow, folder, spec_digest, checkpoint, resume).write()
+        FlowRequest(flow, folder, spec_digest, checkpoint, resume, app_digest).write()
         pid = process.pid if process.running else self._start_application(app, spec, app_digest, flow)
         record = LocalDeployment(
             flow=flow,
@@ -141,6 +146,21 @@ class LocalApplications:
         self._wait_running(app, flow, spec, spec_digest, app_digest)
         return record
 
+    def _restamp(self, app: ApplicationFolder, app_digest: str, flow: str) -> None:
+        """Before the application starts with `app_digest`: the other flows whose spec runs with the same Spark
+        settings and jars (e.g. only the jars changed) are asked of the new driver; the others (their settings
+        differ: their own deploy in this apply brings the new spec) wait for it, so the new driver starts each
+        flow once, with its new spec, instead of starting it on the old one and restarting it at its deploy."""
+        for name, request in app.requests().items():
+            if name == flow or request.application_digest in (None, app_digest):
+                continue
+            try:
+                runs_here = application_digest(JobSpec.read(request.folder.spec).effective) == app_digest
+            except Exception:  # a spec this version cannot read: its own deploy rewrites it
+                runs_here = False
+            if runs_here:
+                dataclasses.replace(request, application_digest=app_digest).write()
+
     def _start_application(self, app: ApplicationFolder, spec: EffectiveSpec, app_digest: str, flow: str) -> int:
         runner = self.runner
         app.path.mkdir(parents=True, exist_ok=True)
@@ -151,7 +171,7 @@ class LocalApplications:
             spec.spark,
             f"kmirror-app-{app.name}",
             application_jars(spec),
-            [str(ENTRY), "--folder", str(app.path)],
+            [str(ENTRY), "--folder", str(app.path), "--digest", app_digest],
             f"starting application {app.name} for flow {flow} at {now()}",
             runner.python,
         )

@@ -12,10 +12,12 @@ import pytest
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.application import FlowRequest, application_folder
 from reconciler.plan.applications import application_effect, stop_effect
-from reconciler.replication.application import Reconciliation, reconcile
+from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
+from reconciler.replication.application import ApplicationDriver, Reconciliation, reconcile
 from reconciler.resources.deployments import LocalDeployment, deployment_of
 from reconciler.runners import LocalRunner
 from reconciler.runners.common import HOST, read_json, write_json
+from reconciler.runners.local_apps import application_digest
 from reconciler.spec.loader import load_text
 from reconciler.spec.models import DesiredState
 
@@ -146,3 +148,37 @@ def test_the_runner_finds_a_flow_of_an_application_from_this_hosts_folders(tmp_p
     assert folder.stop.is_file()
     written = deployment_of(read_json(folder.runner))
     assert isinstance(written, LocalDeployment) and written.stopped_at is not None and written.application == "fleet"
+
+
+def test_a_driver_runs_only_the_requests_for_its_settings(tmp_path: Path) -> None:
+    """A redeployed application's driver must not start a flow whose request is for the old settings: its own deploy
+    in the same apply brings its new spec, and starting it now would restart its query twice in one apply."""
+    app = application_folder(tmp_path, "fleet")
+    stamps = {"a": "sha256:new", "b": "sha256:old", "c": None}
+    for name, stamp in stamps.items():
+        folder = app.flow(name)
+        folder.path.mkdir(parents=True)
+        folder.spec.write_text("{}")
+        FlowRequest(name, folder, f"sha256:{name}", f"/cp/{name}", application_digest=stamp).write()
+    assert {n: r.application_digest for n, r in app.requests().items()} == stamps
+    assert sorted(ApplicationDriver(app, "sha256:new")._wanted(app.requests())) == ["a", "c"]
+    assert sorted(ApplicationDriver(app, None)._wanted(app.requests())) == ["a", "b", "c"]  # an older runner's start
+
+
+def test_a_redeployed_application_is_asked_only_for_the_flows_its_settings_run(tmp_path: Path) -> None:
+    """Before a new driver starts: a flow whose written spec runs with the new settings and jars (only the jars
+    changed) is asked of it; one whose spec has other Spark settings waits for its own deploy."""
+    runner = LocalRunner(tmp_path, state_topic="_kmirror.state", state_key="_kmirror.state@c1", root=tmp_path)
+    app = runner.apps.folder("fleet")
+    old = _state("application: fleet\nconf: {spark.kmirror.restartBackoffMaxMs: '30000'}\n")
+    new = _state("application: fleet\nconf: {spark.kmirror.restartBackoffMaxMs: '20000'}\n")
+    for name, desired in (("b", new), ("c", old)):
+        folder = app.flow(name)
+        folder.path.mkdir(parents=True)
+        effective = EffectiveSpec.of(desired, name)
+        JobSpec.for_deploy(name, effective, "sha256:x", tmp_path, "_kmirror.state", None).write(folder.spec)
+        FlowRequest(name, folder, "sha256:x", f"/cp/{name}", application_digest="sha256:before").write()
+    app_digest = application_digest(EffectiveSpec.of(new, "a"))
+    assert app_digest != application_digest(EffectiveSpec.of(old, "a"))
+    runner.apps._restamp(app, app_digest, "a")
+    assert {n: r.application_digest for n, r in app.requests().items()} == {"b": app_digest, "c": "sha256:before"}
