@@ -11,8 +11,8 @@ import pytest
 
 from reconciler.errors import KmirrorError
 from reconciler.jobcontract.application import FlowRequest, application_folder
-from reconciler.plan.applications import application_effect, stop_effect
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
+from reconciler.plan.applications import application_effect, stop_effect
 from reconciler.replication.application import ApplicationDriver, Reconciliation, reconcile
 from reconciler.resources.deployments import LocalDeployment, deployment_of
 from reconciler.runners import LocalRunner
