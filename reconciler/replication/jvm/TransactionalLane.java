@@ -80,7 +80,12 @@ final class TransactionalLane {
     private static final AtomicLong FENCED = new AtomicLong();
     private static final AtomicLong QUEUED = new AtomicLong();
     private static final AtomicLong RESETS = new AtomicLong();
-    private static final AtomicLong SUPERSEDED_BY = new AtomicLong();
+    /**
+     * Per flow (its group), the newest generation seen above this JVM's: a flow's, not the JVM's, since an
+     * application's driver runs several flows' writers, and a flow whose query restarts there has a newer generation
+     * than the one its stopped query saw.
+     */
+    private static final ConcurrentHashMap<String, Long> SUPERSEDED_BY = new ConcurrentHashMap<>();
     private static final long CLOSE_TIMEOUT_MS = 5_000L;
     private static final long ADMIN_TIMEOUT_S = 60L;
     /** Bytes queued per lane during a commit before the task waits for it (bounds what a slow commit holds). */
@@ -159,7 +164,7 @@ final class TransactionalLane {
      * partition claimed). Throws SupersededException once a newer generation of the flow was seen.
      */
     static TransactionalLane acquire(Map<String, String> settings, String sourceTopic, int partition, String remoteTopic) {
-        checkSuperseded();
+        checkSuperseded(settings);
         String id = transactionalId(settings, sourceTopic, partition);
         TransactionalLane lane = LANES.get(id);
         if (lane != null && lane.usable(settings) && lane.stillOwned()) {
@@ -199,7 +204,7 @@ final class TransactionalLane {
         schemaIds = SchemaIds.shared(props);
         LaneMark before = readMark(false);
         if (before != null && before.generation > generation) {
-            throw supersede(before.generation); // before initTransactions: the newer writer is not fenced
+            throw supersede(settings, before.generation); // before initTransactions: the newer writer is not fenced
         }
         producer = new KafkaProducer<>(props);
         try {
@@ -209,7 +214,7 @@ final class TransactionalLane {
             }
             LaneMark mark = readMark(true);
             if (mark != null && mark.generation > generation) {
-                throw supersede(mark.generation);
+                throw supersede(settings, mark.generation);
             }
             topicId = sourceTopicId();
             long position = mark == null ? -1L : mark.offset;
@@ -732,7 +737,7 @@ final class TransactionalLane {
     }
 
     static long supersededBy() {
-        return SUPERSEDED_BY.get();
+        return SUPERSEDED_BY.values().stream().mapToLong(Long::longValue).max().orElse(0L);
     }
 
     /** See ExactlyOnceWriter.fenceOnStart. */
@@ -758,7 +763,7 @@ final class TransactionalLane {
             }
         }
         if (newest > generation) {
-            markSuperseded(newest);
+            markSuperseded(settings, newest);
             return newest;
         }
         String legacy = settings.get("legacy.transactional.id.prefix");
@@ -792,21 +797,21 @@ final class TransactionalLane {
         return 0L;
     }
 
-    private static SupersededException supersede(long newer) {
-        SUPERSEDED_BY.accumulateAndGet(newer, Math::max);
+    private static SupersededException supersede(Map<String, String> settings, long newer) {
+        markSuperseded(settings, newer);
         return new SupersededException(newer);
     }
 
-    private static void checkSuperseded() {
-        long newer = SUPERSEDED_BY.get();
-        if (newer > 0) {
+    private static void checkSuperseded(Map<String, String> settings) {
+        long newer = SUPERSEDED_BY.getOrDefault(String.valueOf(settings.get("group")), 0L);
+        if (newer > Long.parseLong(settings.getOrDefault("generation", "0"))) {
             throw new SupersededException(newer);
         }
     }
 
-    /** Marks this JVM superseded (the driver found a newer generation before starting the query). */
-    static void markSuperseded(long newer) {
-        SUPERSEDED_BY.accumulateAndGet(newer, Math::max);
+    /** Marks the flow's writers in this JVM superseded (the driver found a newer generation before starting its query). */
+    static void markSuperseded(Map<String, String> settings, long newer) {
+        SUPERSEDED_BY.merge(String.valueOf(settings.get("group")), newer, Math::max);
     }
 
     /** JVM exit: abort what is open (nothing of it is committed, so Spark's replay writes it), close, flush syncs. */
