@@ -117,7 +117,8 @@ def _refuse(cluster: KafkaCluster, topic: str, refuse: bool) -> None:
     op = AlterConfigOpType.SET if refuse else AlterConfigOpType.DELETE
     entry = ConfigEntry("max.message.bytes", "1" if refuse else None, incremental_operation=op)
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
-    for future in AdminClient(cluster.config()).incremental_alter_configs([resource]).values():
+    admin = AdminClient(cluster.config())  # held until the answer came: a dropped client fails its futures
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
 
 
