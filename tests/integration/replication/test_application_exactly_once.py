@@ -5,9 +5,9 @@ query is started once (its status record and the driver's log say so). A change 
 settings then redeploys the application once: the new driver starts each flow's query exactly once (before,
 it started each on its old spec and again at its own deploy). Then the at-least-once flow's remote topic refuses
 every batch: its query fails and is restarted alone after its backoff, in the same driver, while the exactly-once
-flow's records keep arriving with no pause longer than one checkpoint interval. Afterwards a `read_committed`
-reader finds every record of the exactly-once flow exactly once, in order, across all of it; the at-least-once flow
-lost none.
+flow's records keep arriving, held back at most one checkpoint interval longer than in steady state. Afterwards a
+`read_committed` reader finds every record of the exactly-once flow exactly once, in order, across all of it; the
+at-least-once flow lost none.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from reconciler.runners import LocalRunner
 from reconciler.spec.loader import load_text
 from tests.conftest import KafkaCluster
 from tests.integration.replication.conftest import SequenceProducer, create_topic, read_partition, wait_for
-from tests.integration.replication.test_applications import INTERVAL_SECONDS, Arrivals, kmirror
+from tests.integration.replication.test_applications import BASELINE_SECONDS, INTERVAL_SECONDS, Arrivals, kmirror
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -185,8 +185,9 @@ def test_an_exactly_once_flow_in_an_application_keeps_running_and_copies_once(
         a_status = runner.job("a").folder / "status.json"  # type: ignore[union-attr]
         e_started = read_report(e_status).get("started_at")
         with Arrivals(target, {remotes["e"]: 2}) as arrivals:
-            wait_for("e's records arriving", lambda: len(arrivals.times[remotes["e"]]) > 20, timeout=60)
-            window_start = time.monotonic()
+            steady = time.time()  # e's hold-back in steady state first: what this loaded machine costs it anyway
+            time.sleep(BASELINE_SECONDS)
+            window_start = time.time()
             _refuse(target, remotes["a"], True)
             try:
                 failed = wait_for(
@@ -203,10 +204,14 @@ def test_an_exactly_once_flow_in_an_application_keeps_running_and_copies_once(
             )
             copied = producers["a"].copied(target, remotes["a"])
             wait_for("a copying again", lambda: producers["a"].copied(target, remotes["a"]) > copied, timeout=120)
-            window_end = time.monotonic()
-            pause = arrivals.longest_pause(remotes["e"], window_start, window_end)
-        print(f"a failed and was restarted ({failed}); e's longest pause meanwhile {pause:.1f}s")
-        assert pause <= INTERVAL_SECONDS, f"flow e paused {pause:.1f}s while a's query failed and restarted"
+            window_end = time.time()
+            wait_for("e's records created meanwhile", lambda: arrivals.passed(remotes["e"], window_end), timeout=120)
+            before = arrivals.longest_wait(remotes["e"], steady, window_start)
+            during = arrivals.longest_wait(remotes["e"], window_start, window_end)
+        print(f"a failed ({failed}) and was restarted; e's records waited up to {during:.1f}s, {before:.1f}s before")
+        assert during <= INTERVAL_SECONDS + before, (
+            f"flow e's records waited up to {during:.1f}s while a's query failed and restarted, {before:.1f}s before"
+        )
         assert read_report(e_status).get("started_at") == e_started, "e's query restarted with a's"
         assert {runner.job(n).pid for n in FLOWS} == second, "the driver was replaced"  # type: ignore[union-attr]
         assert starts(log, since) == Counter({"e": 1, "a": 1}), "a's restart is its query's, not a new start"
