@@ -64,6 +64,7 @@ flows:
     source: src{tag}
     target: dst{tag}
     topics: {{include: ["{a_topics}"]}}
+    replication: {{producer: {{delivery.timeout.ms: "8000", request.timeout.ms: "5000"}}}}
     sync: {{acls: false, group_offsets: false}}
     heartbeats: {{enabled: false}}
 """)
@@ -180,8 +181,9 @@ def test_an_exactly_once_flow_in_an_application_keeps_running_and_copies_once(
         copied = producers["e"].copied(target, remotes["e"])
         wait_for("e's records after the redeploy", lambda: producers["e"].copied(target, remotes["e"]) > copied, 120)
 
-        # 3. a's query fails (its remote topic refuses every batch): it is restarted alone, after its backoff, in the
-        # same driver, while e's records keep arriving.
+        # 3. a's query fails (its remote topic refuses every batch, which a's producer retries until its delivery
+        # timeout, 8 s here): it is restarted alone, after its backoff, in the same driver, while e's records keep
+        # arriving.
         a_status = runner.job("a").folder / "status.json"  # type: ignore[union-attr]
         e_started = read_report(e_status).get("started_at")
         with Arrivals(target, {remotes["e"]: 2}) as arrivals:
@@ -193,7 +195,7 @@ def test_an_exactly_once_flow_in_an_application_keeps_running_and_copies_once(
                 failed = wait_for(
                     "a's query failing",
                     lambda: (r := read_report(a_status)).get("state") == "restarting" and str(r.get("error"))[:200],
-                    timeout=120,
+                    timeout=180,
                 )
             finally:
                 _refuse(target, remotes["a"], False)
