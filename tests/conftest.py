@@ -27,28 +27,29 @@ from reconciler.devenv.kafka_local import BrokerOptions, TlsMaterial
 _RELEASE_MODULES = ("tests/integration/cli/test_release_wheel.py", "tests/integration/cli/test_wheel_demo.py")
 
 
-#: The groups that take longest, longest first (measured on 2 cores, `--durations=0`, 2026-11-26): a worker takes
-#: the next group when it is free, so the longest go first and the many short modules fill in at the end, where
-#: they even out the two workers' finishing times. (With only the four longest first, a 4-minute module taken
-#: last left the other worker idle for almost two minutes.)
+#: The groups that take longest, longest first: a worker takes the next group when it is free, so the longest go first
+#: and the many short modules fill in at the end, where they even out the two workers' finishing times. (With only
+#: the four longest first, a 4-minute module taken last left the other worker idle for almost two minutes.)
+#: Worker-minutes of CI's run of 2026-11-28 (2 workers on 2 cores, 44 minutes): keep this order by those figures.
 _LONG_GROUPS = (
-    "faults",  # about 5-9 minutes
-    "faults-brokers",
-    "release",
-    "faults-eos",
-    "tests/integration/replication/test_standalone_runner.py",  # about 4-5 minutes
-    "tests/integration/replication/test_yarn_runner.py",  # about 6-10 minutes: MiniYARN + MiniDFS (2026-11-27)
-    "tests/integration/replication/test_exactly_once_job.py",  # about 5-6 minutes (2026-11-27)
-    "tests/integration/replication/test_realtime_mode.py",
-    "tests/integration/replication/test_job_truth.py",
-    "tests/integration/replication/test_replication_job.py",
-    "tests/integration/offsets/test_exact_cutover.py",
-    "tests/integration/plan/test_plan_apply.py",
-    "tests/e2e/test_tls_security.py",
-    "tests/integration/plan/test_flow_lifecycle.py",  # about 1.5 minutes
-    "tests/integration/verify/test_verify.py",  # about 2 minutes (2026-11-27)
-    "tests/integration/cli/test_sentinel_environments.py",  # about 1.5 minutes, no broker
-    "tests/integration/replication/test_schema_sync.py",  # about 2 minutes, two schema registries (2026-11-27)
+    "faults-eos",  # 11.5
+    "tests/integration/replication/test_standalone_runner.py",  # 8.4
+    "faults",  # 8.1
+    "faults-brokers",  # 6.0
+    "tests/integration/replication/test_yarn_runner.py",  # 5.6: MiniYARN + MiniDFS
+    "release",  # the wheel's build, its demo 1.9
+    "tests/integration/replication/test_job_truth.py",  # 3.7
+    "tests/integration/replication/test_exactly_once_job.py",  # 3.5
+    "tests/integration/replication/test_realtime_mode.py",  # 2.8
+    "tests/integration/replication/test_applications.py",  # 2.5
+    "tests/integration/offsets/test_exact_cutover.py",  # 2.1
+    "tests/integration/replication/test_replication_job.py",  # 2.1
+    "tests/e2e/test_tls_security.py",  # 2.1
+    "tests/integration/plan/test_plan_apply.py",  # 1.9
+    "tests/integration/verify/test_verify.py",  # about 2 (2026-11-27)
+    "tests/integration/replication/test_schema_sync.py",  # about 2, two schema registries (2026-11-27)
+    "tests/integration/plan/test_flow_lifecycle.py",  # about 1.5
+    "tests/integration/cli/test_sentinel_environments.py",  # about 1.5, no broker
 )
 
 
