@@ -33,9 +33,11 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from confluent_kafka import Producer
@@ -67,6 +69,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FLOW = "repl"
 KEY = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
 KEY_ENV = "KM_SPARK_REST_KEY"
+T = TypeVar("T")
 
 
 def worker_environment() -> dict[str, str]:
@@ -434,17 +437,63 @@ def test_a_disabled_flow_has_its_driver_stopped_by_apply(setup: Setup) -> None:
             continue
 
 
-@pytest.fixture(scope="module")
-def hadoop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YarnCluster]:
-    """The local HDFS of `kmirror dev up --yarn`'s tooling, for the last two tests."""
-    home = tmp_path_factory.mktemp("dev-root") / "yarn"
+@dataclass
+class Backing:
+    """The local HDFS (of `kmirror dev up --yarn`'s tooling) and S3 (MinIO) of the last two tests, each started in
+    the background from the module's first test on (on a loaded machine each takes 20-60 s, and the tests before
+    mostly wait on their driver)."""
+
+    hadoop_home: Path
+    s3_home: Path
+    hadoop: Future[YarnCluster]
+    s3: Future[minio_local.LocalS3]
+
+
+def _timed(what: str, start: Callable[[], T]) -> T:
     started = time.monotonic()
-    cluster = yarn_local.start(home)
-    print(f"standalone: MiniDFSCluster (+ MiniYARNCluster) up in {time.monotonic() - started:.1f}s")
-    try:
-        yield cluster
-    finally:
-        yarn_local.stop(home)
+    value = start()
+    print(f"standalone: {what} up in {time.monotonic() - started:.1f}s (in the background)")
+    return value
+
+
+@pytest.fixture(scope="module", autouse=True)
+def backing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backing | None]:
+    """Started only when a selected test of this module asks for `hadoop` or `s3`."""
+    wanted = {"hadoop", "s3"}
+    here = request.node.path
+    if not any(item.path == here and wanted & set(getattr(item, "fixturenames", ())) for item in request.session.items):
+        yield None
+        return
+    hadoop_home = tmp_path_factory.mktemp("dev-root") / "yarn"
+    s3_home = tmp_path_factory.mktemp("minio")
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="standalone-backing") as pool:
+        started = Backing(
+            hadoop_home,
+            s3_home,
+            pool.submit(_timed, "MiniDFSCluster (+ MiniYARNCluster)", lambda: yarn_local.start(hadoop_home)),
+            pool.submit(_timed, "MinIO", lambda: minio_local.start(s3_home)),
+        )
+        try:
+            yield started
+        finally:
+            for future in (started.hadoop, started.s3):  # a start still under way is stopped once it is up
+                future.exception()
+            yarn_local.stop(hadoop_home)
+            minio_local.stop(s3_home)
+
+
+@pytest.fixture(scope="module")
+def hadoop(backing: Backing | None) -> YarnCluster:
+    """The local HDFS of `kmirror dev up --yarn`'s tooling, for the last two tests."""
+    assert backing is not None
+    return backing.hadoop.result(timeout=600)
+
+
+@pytest.fixture(scope="module")
+def s3(backing: Backing | None) -> minio_local.LocalS3:
+    """The local S3 (MinIO), for the last test."""
+    assert backing is not None
+    return backing.s3.result(timeout=600)
 
 
 def test_a_flow_with_its_checkpoint_on_hdfs_runs_on_the_same_worker_and_stops_gracefully(
@@ -525,14 +574,13 @@ flows:
 
 @pytest.mark.timeout(900)
 def test_a_flow_with_its_checkpoint_on_s3_keeps_its_folder_on_hdfs_and_loses_its_checkpoint_when_removed(
-    setup: Setup, hadoop: YarnCluster, tmp_path_factory: pytest.TempPathFactory
+    setup: Setup, hadoop: YarnCluster, s3: minio_local.LocalS3, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """`checkpoint_root: s3a://` (MinIO) with `job_folder_root` on HDFS: S3A's jars shipped beside the environment,
     the keys in a Hadoop credential provider on HDFS (as on YARN), in no job file; the flow removed from the file
     stops gracefully and its S3 checkpoint is deleted by apply."""
     began = time.monotonic()
-    s3_home = tmp_path_factory.mktemp("minio")
-    minio = minio_local.start(s3_home)
+    minio = s3
     keys = minio.client()
     client = HadoopClient.from_conf_dir(Path(hadoop.hadoop_conf_dir), yarn=False)
     provider = yarn_local.store_credentials(
@@ -585,37 +633,34 @@ spark:
 flows:{flows}""")
         return load_desired_state(base / "kmirror.yaml")
 
-    try:
-        desired = write(True)
-        applied_at = time.monotonic()
-        apply(desired)
-        remote = desired.flow(FLOW).remote_topic(topic)
-        wait_for("the 100 records on the target", lambda: sum(end_offsets(setup.target, remote).values()) >= 100)
-        print(f"standalone, checkpoint on S3: apply -> 100 records on the target {time.monotonic() - applied_at:.1f}s")
-        runner = setup.runner(desired)
-        record = runner.deployments[FLOW]
-        assert isinstance(record, StandaloneDeployment) and record.checkpoint is not None, record
-        assert record.checkpoint.startswith(f"s3a://{minio.bucket}/sa-{tag}/_kmirror.state.{tag}@"), record
-        folder = str(record.folder)
-        assert folder.startswith(f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}@"), record
-        assert any(str(j).endswith(".jar") and "hadoop-aws" in str(j) for j in client_jars(client, record)), record
-        status = json.loads(client.read(f"{folder}/status.json") or b"{}")
-        assert status.get("state") == "running", status
-        prefix = record.checkpoint.removeprefix(f"s3a://{minio.bucket}/") + "/"
-        wait_for(
-            "commits in the S3 checkpoint",
-            lambda: any("/commits/" in k for k in list_keys(keys, minio.bucket, prefix)),
-            60,
-        )
-        for name in ("spec.json", "status.json", "runner.json"):
-            assert keys.secret_key not in (client.read(f"{folder}/{name}") or b"").decode(errors="replace"), name
-        assert job_change(operations.make_plan(desired)) is None
+    desired = write(True)
+    applied_at = time.monotonic()
+    apply(desired)
+    remote = desired.flow(FLOW).remote_topic(topic)
+    wait_for("the 100 records on the target", lambda: sum(end_offsets(setup.target, remote).values()) >= 100)
+    print(f"standalone, checkpoint on S3: apply -> 100 records on the target {time.monotonic() - applied_at:.1f}s")
+    runner = setup.runner(desired)
+    record = runner.deployments[FLOW]
+    assert isinstance(record, StandaloneDeployment) and record.checkpoint is not None, record
+    assert record.checkpoint.startswith(f"s3a://{minio.bucket}/sa-{tag}/_kmirror.state.{tag}@"), record
+    folder = str(record.folder)
+    assert folder.startswith(f"{hadoop.hdfs}/kmirror/_kmirror.state.{tag}@"), record
+    assert any(str(j).endswith(".jar") and "hadoop-aws" in str(j) for j in client_jars(client, record)), record
+    status = json.loads(client.read(f"{folder}/status.json") or b"{}")
+    assert status.get("state") == "running", status
+    prefix = record.checkpoint.removeprefix(f"s3a://{minio.bucket}/") + "/"
+    wait_for(
+        "commits in the S3 checkpoint",
+        lambda: any("/commits/" in k for k in list_keys(keys, minio.bucket, prefix)),
+        60,
+    )
+    for name in ("spec.json", "status.json", "runner.json"):
+        assert keys.secret_key not in (client.read(f"{folder}/{name}") or b"").decode(errors="replace"), name
+    assert job_change(operations.make_plan(desired)) is None
 
-        apply(write(False))
-        assert list_keys(keys, minio.bucket, prefix) == [], "the removed flow's S3 checkpoint is deleted"
-        print(f"standalone+s3 test: {time.monotonic() - began:.1f}s (load {os.getloadavg()[0]:.1f})")
-    finally:
-        minio_local.stop(s3_home)
+    apply(write(False))
+    assert list_keys(keys, minio.bucket, prefix) == [], "the removed flow's S3 checkpoint is deleted"
+    print(f"standalone+s3 test: {time.monotonic() - began:.1f}s (load {os.getloadavg()[0]:.1f})")
 
 
 def client_jars(client: HadoopClient, record: StandaloneDeployment) -> list[str]:
