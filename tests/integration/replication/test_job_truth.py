@@ -17,6 +17,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -238,4 +239,5 @@ def test_two_environments_with_one_state_topic_name_on_one_host_keep_their_own_j
     finally:
         for path in paths.values():
             path.write_text(path.read_text().replace("enabled: true", "enabled: false"))
-            kmirror("apply", "-f", path.name, "--auto-approve", cwd=path.parent)
+        with ThreadPoolExecutor(max_workers=2) as pool:  # two environments: their jobs stop side by side
+            list(pool.map(lambda p: kmirror("apply", "-f", p.name, "--auto-approve", cwd=p.parent), paths.values()))
