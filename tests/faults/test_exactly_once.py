@@ -25,6 +25,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -299,15 +300,43 @@ def test_exactly_once_loses_nothing_when_the_job_is_paused_past_the_transaction_
 
 
 # -- executors of their own: Spark standalone ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[spark_standalone.StandaloneCluster]:
-    """One standalone cluster for the module's tests, one job at a time: a driver and up to two executors."""
-    home = tmp_path_factory.mktemp("eos-standalone")
+def _start_standalone(home: Path) -> spark_standalone.StandaloneCluster:
+    began = time.monotonic()
     cluster = spark_standalone.start(home, cores=3, memory="3g")
-    try:
-        yield cluster
-    finally:
-        spark_standalone.stop(home)
+    print(f"eos: standalone master and worker up in {time.monotonic() - began:.1f}s (in the background)")
+    return cluster
+
+
+@pytest.fixture(scope="module", autouse=True)
+def standalone_start(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Future[spark_standalone.StandaloneCluster] | None]:
+    """The standalone cluster of the executor tests, started in the background from the module's first test on
+    (about 30 s on a loaded machine, while the tests before wait on their jobs); only when a selected test of
+    this module needs it."""
+    here = request.node.path
+    if not any(
+        item.path == here and "standalone" in getattr(item, "fixturenames", ()) for item in request.session.items
+    ):
+        yield None
+        return
+    home = tmp_path_factory.mktemp("eos-standalone")
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eos-standalone") as pool:
+        started = pool.submit(_start_standalone, home)
+        try:
+            yield started
+        finally:
+            started.exception()  # a start still under way is stopped once it is up
+            spark_standalone.stop(home)
+
+
+@pytest.fixture(scope="module")
+def standalone(
+    standalone_start: Future[spark_standalone.StandaloneCluster] | None,
+) -> spark_standalone.StandaloneCluster:
+    """One standalone cluster for the module's tests, one job at a time: a driver and up to two executors."""
+    assert standalone_start is not None
+    return standalone_start.result(timeout=300)
 
 
 def _standalone_spec(
