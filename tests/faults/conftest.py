@@ -160,16 +160,19 @@ class Tally:
 
 
 #: What a watermark read answers while leadership moves after a broker bounce; librdkafka does not flag all as
-#: retriable.
+#: retriable. _TIMED_OUT: asked of a leader killed a moment ago, before the cluster fenced it and moved its partitions
+#: (the rolling restart reads one cluster while a broker of the other, or of the same, is down).
 _MOVING_LEADER = (
     KafkaError.OFFSET_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._UNKNOWN_PARTITION,  # the client's metadata, refreshed while the leader was down, lacks it for now
 )
 
 
-def high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 60.0) -> int:
+def high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 90.0) -> int:
     """A partition's high watermark, retried while leadership moves or a leader that just took over has not
     caught it up yet (NOT_LEADER_FOR_PARTITION, OFFSET_NOT_AVAILABLE right after a broker bounce)."""
     deadline = time.monotonic() + timeout
