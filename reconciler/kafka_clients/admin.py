@@ -286,6 +286,10 @@ class KafkaAdmin:
             result[g.group_id] = GroupInfo(g.group_id, state, offsets, metadata)
         return result, incomplete
 
+    def _exact_path(self) -> ExactOffsets | None:
+        """The exact group-offsets client, when this cluster's configuration lets librdkafka's C client run."""
+        return self._exact if self._exact is not None and self._exact.usable() else None
+
     def _group_offsets(self, groups: Sequence[str]) -> dict[str, Future[_Committed]]:
         """Each group's committed offsets and their metadata (the non-empty ones), one request a group (the
         protocol takes one), all in flight at once.
@@ -296,8 +300,8 @@ class KafkaAdmin:
         """
         self.round_trips += len(groups)
         out: dict[str, Future[_Committed]] = {}
-        if self._exact is not None and self._exact.usable():
-            for group, future in self._exact.list_group_offsets(groups).items():
+        if (exact := self._exact_path()) is not None:
+            for group, future in exact.list_group_offsets(groups).items():
                 out[group] = _then(future, _exact_committed)
             return out
         requests = [ConsumerGroupTopicPartitions(g) for g in groups]
@@ -451,9 +455,9 @@ class KafkaAdmin:
         metadata); such a cluster's own reads leave metadata out too (`_group_offsets`; docs/mm2-users.md).
         """
         self.round_trips += 1
-        if self._exact is not None and self._exact.usable():
-            exact = {tp: m.encode() for tp, m in (metadata or {}).items() if m}
-            return self._outcome(group, self._exact.alter_group_offsets(group, offsets, exact))
+        if (exact := self._exact_path()) is not None:
+            encoded = {tp: m.encode() for tp, m in (metadata or {}).items() if m}
+            return self._outcome(group, exact.alter_group_offsets(group, offsets, encoded))
         partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         request = ConsumerGroupTopicPartitions(group, partitions)
         futures = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)
