@@ -170,6 +170,9 @@ _MOVING_LEADER = (
     KafkaError._TIMED_OUT,
     KafkaError._UNKNOWN_PARTITION,  # the client's metadata, refreshed while the leader was down, lacks it for now
 )
+#: Any other local (client-side, negative) code is retried too: while brokers roll the client's view of them
+#: churns, e.g. _DESTROY_BROKER ("Broker handle destroyed without termination") when the broker the request
+#: waited on left the metadata. Listing them one by one after each CI run that meets a new one is a losing game.
 
 
 def high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 90.0) -> int:
@@ -181,7 +184,9 @@ def high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 90.0
             return int(consumer.get_watermark_offsets(tp, timeout=20)[1])
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            retriable = isinstance(error, KafkaError) and (error.retriable() or error.code() in _MOVING_LEADER)
+            retriable = isinstance(error, KafkaError) and (
+                error.retriable() or error.code() in _MOVING_LEADER or error.code() < 0
+            )
             if not retriable or time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
