@@ -250,7 +250,7 @@ def test_a_failed_run_leaves_its_pair_without_a_ratio_against_mm2() -> None:
 
 def test_the_set_is_sized_for_the_window_from_the_fastest_warm_up() -> None:
     # 30 s at 2x the fastest warm-up (50,000/s) = 3,000,000, over the floor
-    assert records_for_window(30, [40_000, 50_000], 500_000) == 3_000_000
+    assert records_for_window(30, [40_000, 50_000], 500_000) == 4_500_000
     assert records_for_window(30, [1_000, None], 500_000) == 500_000  # the floor (--records) wins
     assert records_for_window(30, [], 500_000) == 500_000  # no warm-up: the floor
     assert records_for_window(30, [33_333], 0, margin=1.0, multiple=20) % 20 == 0
