@@ -8,7 +8,7 @@ digests it is given). Pure: values in, values out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from reconciler.spec.models import DesiredState, FlowSpec
@@ -33,21 +33,34 @@ def _settings(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def application_effect(
-    desired: DesiredState, flow: FlowSpec, operation: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]
+    desired: DesiredState,
+    flow: FlowSpec,
+    operation: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any],
+    down: Collection[str] = (),
 ) -> str:
     """`; in application X: flow b restarts, flows a and c keep running` (or the application redeploys); "" for a
-    flow in an application of its own."""
+    flow in an application of its own. `down`: the flows whose jobs the runner reports not running (a restart after
+    the application's driver died restarts them all, and none of them keeps running)."""
     application = desired.application_of(flow)
     if application is None:
         return ""
-    others = [name for name in members(desired, application) if name != flow.name]
+    everyone = members(desired, application)
+    others = [name for name in everyone if name != flow.name and name not in down]
     keep = f", {_names(others)} keep{'s' if len(others) == 1 else ''} running" if others else ""
+    if operation == "restart" and flow.name in down:
+        stopped = [name for name in everyone if name == flow.name or name in down]
+        if len(stopped) == len(everyone) and len(everyone) > 1:
+            restart = f"{_names(everyone)} restart, each on its checkpoint"
+            return f"; application {application} runs none of its flows: {restart}"
+        verb = "restarts" if len(stopped) == 1 else "restart"
+        return f"; in application {application}: {_names(stopped)} {verb}{keep}"
     if operation == "deploy":
         return f"; starts as a query of application {application}{keep}"
     previous = (before or {}).get("spark")
     moved_in = isinstance(previous, Mapping) and previous.get("application") != application
     if operation == "redeploy" and not moved_in and _settings(before) != _settings(after):
-        everyone = members(desired, application)
         return f"; application {application} redeploys (its Spark settings changed): {_names(everyone)} restart"
     if moved_in:
         return f"; moves into application {application} on its checkpoint{keep}"

@@ -104,6 +104,7 @@ def plan_jobs(
                     "copied them (retention or DeleteRecords); see `kmirror status`",
                 )
             )
+    down = {name for name, info in jobs.jobs.items() if info.running is False}  # e.g. its application's driver died
     enabled = set()
     renamed = {m.to: m.from_ for m in desired.moved}
     moved: set[str] = set()
@@ -141,7 +142,7 @@ def plan_jobs(
                 spec=EffectiveSpec.model_validate(spec),  # noqa: B023
                 **({"moved_from": moved_from} if moved_from is not None else {}),
             )
-            effect = application_effect(desired, flow, operation, (last or {}).get("spec"), spec)  # noqa: B023
+            effect = application_effect(desired, flow, operation, (last or {}).get("spec"), spec, down)  # noqa: B023
             return JobChange(
                 address=address,  # noqa: B023
                 action=action,

@@ -16,7 +16,9 @@ after the job's restart backoff.
 
 The application's own `status.json` (state, pid, app id, the flows it runs) is the runner's sign of life.
 SIGTERM (or SIGINT) stops every flow gracefully, at once, then the session; the process exits 0. With no flow
-left to run, the application stops by itself (the runner starts it again for the next flow).
+left to run, the application stops by itself (the runner starts it again for the next flow). A driver JVM that dies
+(kill -9, the OOM killer) leaves this Python to another parent: it says so in its status (and in the status of each
+flow whose query saw it first) and exits at once; nothing restarts it but the next `kmirror apply`.
 
 Must not: decide which flows run in it (the runner writes the requests; the planner decides), or write a resolved
 secret anywhere.
@@ -32,7 +34,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,10 +78,11 @@ def reconcile(running: Mapping[str, str], stopping: set[str], wanted: Mapping[st
 class _Running:
     """A flow's query on its thread."""
 
-    def __init__(self, flow: HostedFlow, digest: str) -> None:
+    def __init__(self, flow: HostedFlow, digest: str, jvm_gone: Callable[[], str | None]) -> None:
         self.flow = flow
         self.digest = digest
         self.code: int | None = None
+        self._jvm_gone = jvm_gone
         self.thread = threading.Thread(target=self._run, name=f"kmirror-flow-{flow.flow.name}", daemon=True)
         self.thread.start()
 
@@ -87,8 +90,12 @@ class _Running:
         try:
             self.code = self.flow.run()
         except Exception as exc:
-            self.flow.status.update(state="failed", error=str(exc)[:2000], stopped_at=time.time())
-            log.exception("flow %s failed", self.flow.flow.name)
+            gone = self._jvm_gone()  # every call into the JVM fails once it died: say that, not py4j's words
+            self.flow.status.update(state="failed", error=gone or str(exc)[:2000], stopped_at=time.time())
+            if gone:
+                log.error("flow %s: %s", self.flow.flow.name, gone)
+            else:
+                log.exception("flow %s failed", self.flow.flow.name)
             self.code = 1
 
 
@@ -105,6 +112,8 @@ class ApplicationDriver:
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
         self._spark: Any = None
+        #: The driver JVM, which started this Python (spark-submit's PythonRunner): it is our parent while it lives.
+        self._jvm = os.getppid()
 
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -112,6 +121,11 @@ class ApplicationDriver:
         self.status.update(state="starting", pid=os.getpid(), host=socket.gethostname(), flows=[])
         hosted_any = False
         while not self._stopping.is_set():
+            gone = self.jvm_gone()
+            if gone:  # killed (-9, the OOM killer): nothing runs any more; the runner's next apply starts a new one
+                log.error("application %s: %s", self.folder.name, gone)
+                self.status.update(state="failed", error=gone, flows=[], stopped_at=time.time())
+                return 1
             wanted = self._wanted(self.folder.requests())
             self._step(wanted)
             hosted_any = hosted_any or bool(self._running)
@@ -127,6 +141,12 @@ class ApplicationDriver:
         if self._spark is not None:
             self._spark.stop()
         return 0
+
+    def jvm_gone(self) -> str | None:
+        """Why the driver cannot go on when its JVM died (this Python was handed to another parent); else None."""
+        if os.getppid() == self._jvm:
+            return None
+        return f"the application's driver JVM (pid {self._jvm}) exited; `kmirror apply` starts the application again"
 
     def _wanted(self, requests: Mapping[str, FlowRequest]) -> dict[str, FlowRequest]:
         """The requests this driver runs: those for its Spark settings and jars (`FlowRequest.runs_in`). A flow
@@ -192,7 +212,7 @@ class ApplicationDriver:
         flow = HostedFlow(
             spec, request.checkpoint, request.folder.status, self._spark, resume_from_syncs=request.resume_from_syncs
         )
-        self._running[request.flow] = _Running(flow, request.digest)
+        self._running[request.flow] = _Running(flow, request.digest, self.jvm_gone)
 
     def _session(self, spec: JobSpec) -> Any:
         """The application's Spark session, with the Spark settings of the first flow's spec (every flow of an
@@ -216,8 +236,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback of every flow's listener otherwise
     driver = ApplicationDriver(ApplicationFolder(args.folder), args.digest)
     try:
-        return driver.run()
+        code = driver.run()
     except Exception as exc:
-        driver.status.update(state="failed", error=str(exc)[:2000], stopped_at=time.time())
-        log.exception("the replication application %s failed", args.folder.name)
-        return 1
+        gone = driver.jvm_gone()
+        driver.status.update(state="failed", error=gone or str(exc)[:2000], stopped_at=time.time())
+        if not gone:
+            log.exception("the replication application %s failed", args.folder.name)
+        code = 1
+    if driver.jvm_gone():  # no JVM to stop the session in: exit now, not through pyspark's and py4j's exit hooks
+        logging.shutdown()
+        os._exit(code)
+    return code

@@ -186,14 +186,21 @@ class LocalApplications:
     def _wait_running(
         self, app: ApplicationFolder, flow: str, spec: EffectiveSpec, spec_digest: str, app_digest: str
     ) -> None:
-        """Until the flow's query reports running with `spec_digest`. An application that ended meanwhile (its last
-        flow had just stopped) is started again, once."""
+        """Until the flow's query reports running with `spec_digest`, in the driver that runs now (a status the driver
+        before wrote does not count: after that one died, e.g. killed -9, its flows' status files still say running).
+        An application that ended meanwhile (its last flow had just stopped) is started again, once."""
         folder = app.flow(flow)
         deadline = time.monotonic() + self.runner.start_timeout
         restarted = False
         while time.monotonic() < deadline:
             report = read_report(folder.status)
-            if report.get("state") == "running" and report.get("digest") == spec_digest:
+            driver = read_report(app.status).get("pid")
+            if (
+                report.get("state") == "running"
+                and report.get("digest") == spec_digest
+                and isinstance(driver, int)
+                and report.get("pid") == driver
+            ):
                 return
             if not self.process(app).running:
                 if restarted:

@@ -87,6 +87,18 @@ def test_the_plan_says_the_application_redeploys_when_its_settings_change() -> N
     assert said == "; application fleet redeploys (its Spark settings changed): flows a, b and c restart"
 
 
+def test_the_plan_says_every_flow_restarts_when_the_application_runs_none() -> None:
+    """After the application's driver died (kill -9, the OOM killer), no flow of it keeps running."""
+    ds = _state("application: fleet")
+    spec = ds.flow_effective_spec("b")
+    said = application_effect(ds, ds.flow("b"), "restart", spec, spec, {"a", "b", "c"})
+    assert said == "; application fleet runs none of its flows: flows a, b and c restart, each on its checkpoint"
+    said = application_effect(ds, ds.flow("b"), "restart", spec, spec, {"b"})  # its query alone stopped
+    assert said == "; in application fleet: flow b restarts, flows a and c keep running"
+    said = application_effect(ds, ds.flow("b"), "restart", spec, spec, {"a", "b"})
+    assert said == "; in application fleet: flows a and b restart, flow c keeps running"
+
+
 def test_the_plan_says_a_flow_moves_into_an_application() -> None:
     before = _state().flow_effective_spec("b")
     ds = _state("application: fleet")
