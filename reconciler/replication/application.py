@@ -12,7 +12,8 @@ flow's spec runs with other Spark settings or jars, and its own deploy brings it
 once, with its new spec, not on its old one and again at its deploy. Each flow's query runs on a thread of its own
 (`hosted.HostedFlow`: its checkpoint, its status.json, its metrics, its supervision), so a change to one flow
 never pauses another. A flow whose thread ends by itself (e.g. its clusters unreachable at start) is started again
-after the job's restart backoff.
+after the job's restart backoff, except an exactly-once flow superseded by a newer generation of it: that one stops
+for good, as a job of its own does, until a deploy brings it a new spec (and generation).
 
 The application's own `status.json` (state, pid, app id, the flows it runs) is the runner's sign of life.
 SIGTERM (or SIGINT) stops every flow gracefully, at once, then the session; the process exits 0. With no flow
@@ -111,6 +112,9 @@ class ApplicationDriver:
         self._running: dict[str, _Running] = {}
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
+        #: Flows that stopped for good (a newer generation of the flow writes its partitions), with the generation
+        #: they ran: started again only when a deploy brings another (their next `kmirror apply`).
+        self._superseded: dict[str, int] = {}
         self._spark: Any = None
         #: The driver JVM, which started this Python (spark-submit's PythonRunner): it is our parent while it lives.
         self._jvm = os.getppid()
@@ -169,7 +173,14 @@ class ApplicationDriver:
         for name, running in list(self._running.items()):
             if not running.thread.is_alive():
                 del self._running[name]
-                if not running.flow.stopping:  # it ended by itself: start it again after the backoff
+                if running.flow.superseded is not None:  # for good, as a job of its own exits: not retried
+                    self._superseded[name] = running.flow.spec.generation
+                    log.info(
+                        "application %s: flow %s stopped for good (generation %d of the flow writes its "
+                        "partitions); its next deploy starts it again", self.folder.name, name,
+                        running.flow.superseded,
+                    )  # fmt: skip
+                elif not running.flow.stopping:  # it ended by itself: start it again after the backoff
                     self._failed(name)
         digests = {name: r.digest for name, r in self._running.items()}
         stopping = {name for name, r in self._running.items() if r.flow.stopping}
@@ -178,7 +189,7 @@ class ApplicationDriver:
             log.info("application %s: stopping flow %s", self.folder.name, name)
             self._running[name].flow.stop()
         for name in todo.start:
-            if time.monotonic() < self._retry_at.get(name, 0.0):
+            if time.monotonic() < self._retry_at.get(name, 0.0) or self._held_superseded(wanted[name]):
                 continue
             try:
                 self._start(wanted[name])
@@ -193,6 +204,19 @@ class ApplicationDriver:
             flows=sorted(self._running),
             **({"app_id": self._spark.sparkContext.applicationId} if self._spark is not None else {}),
         )
+
+    def _held_superseded(self, request: FlowRequest) -> bool:
+        """Whether the flow stopped for good and no deploy came since (its spec still has the generation it ran)."""
+        ran = self._superseded.get(request.flow)
+        if ran is None:
+            return False
+        try:
+            if JobSpec.read(request.folder.spec).generation == ran:
+                return True
+        except Exception:  # unreadable: `_start` says why in the flow's status
+            pass
+        del self._superseded[request.flow]
+        return False
 
     def _failed(self, name: str) -> None:
         failures = self._failures.get(name, 0)

@@ -6,7 +6,8 @@ an application resumes where it was), its status file (`status.json` in the flow
 endpoint (a free port of its own, written to its status.json: a fixed `spark.kmirror.metricsPort` cannot serve
 several flows; -1 still turns the endpoints off),
 its heartbeats, checkpoints and remote-topic keeper, the supervision of its query (a failed query is restarted
-alone, `ReplicationJob.run`'s policy). What differs from a job of its own:
+alone, `ReplicationJob.run`'s policy; a flow superseded by a newer generation stops for good, `superseded`). What
+differs from a job of its own:
 
 - the Spark session is the application's and outlives the query: the flow's end stops its query, its listener and
   its metrics endpoint, never the session;
@@ -56,6 +57,8 @@ class HostedFlow(ReplicationJob):
         self._metrics_port = metrics_port
         self._server: Any = None
         self._listener: Any = None
+        #: The newer generation of the flow that superseded this run (it stopped for good); None: it was not.
+        self.superseded: int | None = None
 
     def run(self) -> int:
         try:
@@ -70,6 +73,10 @@ class HostedFlow(ReplicationJob):
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def _stop_superseded(self, spark: Any, newer: int) -> int:
+        self.superseded = newer  # the application starts it again only with its next deploy
+        return super()._stop_superseded(spark, newer)
 
     # -- what differs from a job of its own --------------------------------------------------------------------
     def _spark_session(self, partitions: int) -> Any:

@@ -194,3 +194,24 @@ def test_a_redeployed_application_is_asked_only_for_the_flows_its_settings_run(t
     assert app_digest != application_digest(EffectiveSpec.of(old, "a"))
     runner.apps._restamp(app, app_digest, "a")
     assert {n: r.application_digest for n, r in app.requests().items()} == {"b": app_digest, "c": "sha256:before"}
+
+
+def test_a_superseded_flow_waits_for_its_next_deploy(tmp_path: Path) -> None:
+    """An exactly-once flow superseded by a newer generation stops for good, as a job of its own exits: the driver
+    does not start it again after its backoff (it would be superseded again, each time), only once a deploy wrote
+    its spec with another generation."""
+    app = application_folder(tmp_path, "fleet")
+    folder = app.flow("b")
+    folder.path.mkdir(parents=True)
+    effective = EffectiveSpec.of(_state("application: fleet"), "b")
+    JobSpec.for_deploy("b", effective, "sha256:x", tmp_path, "_kmirror.state", None).write(folder.spec)
+    FlowRequest("b", folder, "sha256:x", "/cp/b").write()
+    request = app.requests()["b"]
+    driver = ApplicationDriver(app, None)
+    assert not driver._held_superseded(request)
+    driver._superseded["b"] = JobSpec.read(folder.spec).generation
+    assert driver._held_superseded(request) and driver._held_superseded(request)
+    previous = LocalDeployment(flow="b", host=HOST, generation=JobSpec.read(folder.spec).generation)
+    JobSpec.for_deploy("b", effective, "sha256:x", tmp_path, "_kmirror.state", previous).write(folder.spec)
+    assert not driver._held_superseded(request)  # the deploy's next generation: it starts
+    assert "b" not in driver._superseded

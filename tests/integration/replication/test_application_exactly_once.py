@@ -25,6 +25,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 import uuid
 from collections import Counter
@@ -105,6 +106,7 @@ class AckedProducer(SequenceProducer):
     def __init__(self, source: KafkaCluster, topic: str, partitions: int, *, per_round: int) -> None:
         super().__init__(source, topic, partitions, per_round=per_round)
         self.acked: dict[int, list[int]] = {p: [] for p in range(partitions)}
+        self.paused = threading.Event()  # set: no new records (the acknowledgements still come)
 
     def _run(self) -> None:
         producer = Producer(self.source.config(**{"enable.idempotence": True, "linger.ms": 5}))
@@ -115,6 +117,9 @@ class AckedProducer(SequenceProducer):
 
         seq = 0
         while not self._stop.is_set():
+            if self.paused.is_set():
+                producer.poll(0.1)
+                continue
             for _ in range(self.per_round):
                 p = seq % self.partitions
                 producer.produce(self.topic, value=str(seq).encode(), partition=p, on_delivery=delivered)
@@ -183,6 +188,23 @@ class Fleet:
         finally:
             exact.close()
         return {p: (c.metadata or b"").decode() for (t, p), c in committed.items() if t == self.remotes[flow]}
+
+    def supersede(self, flow: str, generation: int) -> None:
+        """What another deployment of the exactly-once flow with a newer `generation` leaves on the target when its
+        writers take the flow's partitions: the same positions, marked with its generation and its own lanes."""
+        group = eos_group(self.state_topic, flow)
+        exact = ExactOffsets(self.target.config(), timeout=30)
+        try:
+            committed = exact.list_group_offsets([group])[group].result(timeout=60)
+            offsets = {tp: c.offset for tp, c in committed.items()}
+            topic_ids = {tp: re.search(r"t=([^,]*)", (c.metadata or b"").decode()) for tp, c in committed.items()}
+            marks = {
+                tp: f"kmirror:g={generation},t={found.group(1) if found else ''},l=elsewhere".encode()
+                for tp, found in topic_ids.items()
+            }
+            exact.alter_group_offsets(group, offsets, marks).result(timeout=60)
+        finally:
+            exact.close()
 
 
 def _tear_down(folder: Path) -> None:
@@ -321,6 +343,30 @@ def test_a_change_to_one_exactly_once_flow_restarts_only_its_query(fleet: Fleet)
     for name in EOS:
         print(f"flow {name}: {committed_once(fleet.producers[name], fleet.target, remotes[name], 120)} records once")
 
+    # A newer generation of f elsewhere (a second checkout applying the same flow) takes f's partitions: f's writers
+    # in this driver stop for good, and are not started again by the driver; e's writers, which start again at each
+    # interval with e's generation (older than that one), go on: the superseded mark is f's alone.
+    f = fleet.producers["f"]
+    f.paused.set()  # f's positions stand still while the other deployment takes them over
+    time.sleep(1)
+    committed_once(f, fleet.target, remotes["f"], 120)
+    time.sleep(INTERVAL_SECONDS + 1)  # the batch that wrote them ended: no task of f holds a writer now
+    newer = new_f + 1
+    fleet.supersede("f", newer)
+    f.paused.clear()
+    wait_for("f's query stopped for good", lambda: fleet.report("f").get("superseded_by") == newer, timeout=120)
+    time.sleep(2 * INTERVAL_SECONDS)  # e's next batches start their writers again; a retry of f would come by now
+    now = time.time()
+    wait_for("e's records after f was superseded", lambda: arrivals.passed(remotes["e"], now), timeout=60)
+    e_report, f_report = fleet.report("e"), fleet.report("f")
+    assert e_report.get("state") == "running" and not e_report.get("superseded_by"), e_report
+    assert e_report.get("started_at") == started["e"], "e's query restarted"
+    assert f_report.get("state") == "stopped", f_report
+    assert starts(fleet.app.log, since) == Counter({"f": 1}), "the driver started the superseded flow again"
+    plan = fleet.kmirror("plan")
+    assert f"this job stopped for good: generation {newer} of the flow" in plan.stdout, plan.stdout
+    print(f"f superseded by generation {newer}: {f_report.get('error')}")
+
 
 @pytest.mark.timeout(900)
 def test_a_redeploy_and_a_failing_query_leave_the_exactly_once_flows_running(fleet: Fleet) -> None:
@@ -384,6 +430,7 @@ def test_a_redeploy_and_a_failing_query_leave_the_exactly_once_flows_running(fle
 def test_a_killed_driver_comes_back_with_apply_each_flow_from_its_checkpoint(fleet: Fleet) -> None:
     """kmirror's local runner does not supervise a driver: a crash is drift, which `plan` shows and `apply` mends."""
     remotes, arrivals = fleet.remotes, fleet.arrivals
+    begin = time.time()  # a's records created before were copied twice, if at all, by the test before (a failed)
     fleet.steady()
     steady = time.time()
     time.sleep(2 * INTERVAL_SECONDS)  # a's steady-state wait, for the bound on what the kill re-sends
@@ -405,11 +452,11 @@ def test_a_killed_driver_comes_back_with_apply_each_flow_from_its_checkpoint(fle
         assert dead, f"flow {name}: {s['job_state']}, {s['last_error']}"
     plan = fleet.kmirror("plan", "--detailed-exitcode")
     assert plan.returncode == 2, plan.stdout + plan.stderr
-    rows = [line for line in plan.stdout.splitlines() if "job/" in line]
     for name in FLOWS:
-        (row,) = [line for line in rows if f"job/{name} " in line]
-        assert "job is not running" in row, row
-        assert "application fleet runs none of its flows: flows a, e and f restart, each on its checkpoint" in row, row
+        row = next((line for line in plan.stdout.splitlines() if f"job/{name} " in line and "not running" in line), "")
+        assert "application fleet runs none of its flows: flows a, e and f restart, each on its checkpoint" in row, (
+            f"job/{name}: {row or plan.stdout}"
+        )
 
     fleet.apply()
     restarted = time.time()
@@ -448,7 +495,7 @@ def test_a_killed_driver_comes_back_with_apply_each_flow_from_its_checkpoint(fle
         return all(copies[seq] for seqs in a.acked.values() for seq in seqs)
 
     wait_for(f"{remotes['a']}: every acknowledged record", all_of_a, timeout=180)
-    twice = sorted(seq for seq, n in copies.items() if n > 1 and created[seq] >= steady)
+    twice = sorted(seq for seq, n in copies.items() if n > 1 and created[seq] >= begin)
     oldest = min((created[seq] for seq in twice), default=killed)
     bound = INTERVAL_SECONDS + before + KILL_SLACK_SECONDS
     print(
