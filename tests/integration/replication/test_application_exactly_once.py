@@ -442,11 +442,14 @@ def test_a_killed_driver_comes_back_with_apply_each_flow_from_its_checkpoint(fle
     os.kill(process.pid, signal.SIGKILL)  # the driver JVM (spark-submit execs it); its Python is its child
     before = arrivals.longest_wait(remotes["a"], steady, killed)
     wait_for("the driver's Python to end with its JVM", lambda: not alive(python), timeout=60)
+    print(f"killed the driver JVM {process.pid}; its Python {python} ended {time.time() - killed:.1f}s later")
 
     # During: every flow is seen dead, and the plan restarts each, saying the application runs none of them.
     status = fleet.kmirror("status", "--format", "json")
     flows = {s["flow"]: s for s in json.loads(status.stdout)["flows"]}
     assert sorted(flows) == list(FLOWS) and not any(s["running"] for s in flows.values()), status.stdout
+    down = ", ".join(f"{n}: {s['job_state']} ({s['last_error']})" for n, s in flows.items())
+    print(f"while the driver is down: {down}")
     for name, s in flows.items():  # its query's thread may have seen the JVM go first: failed, saying so
         dead = s["job_state"].startswith("dead") or (s["job_state"] == "failed" and "JVM" in str(s["last_error"]))
         assert dead, f"flow {name}: {s['job_state']}, {s['last_error']}"
