@@ -40,7 +40,7 @@ _LONG_GROUPS = (
     "release",  # the wheel's build, its demo 1.9
     "tests/integration/replication/test_delivery_switch.py",  # about 4-5, new (2026-11-28): two EOS<->ALO switches
     "tests/integration/replication/test_job_truth.py",  # 3.7
-    "tests/integration/replication/test_application_exactly_once.py",  # about 3, new (2026-11-28)
+    "tests/integration/replication/test_application_exactly_once.py",  # about 4-5: two EOS flows, a killed driver
     "tests/integration/replication/test_exactly_once_job.py",  # 3.5
     "tests/integration/replication/test_realtime_mode.py",  # 2.8
     "tests/integration/replication/test_applications.py",  # 2.5
