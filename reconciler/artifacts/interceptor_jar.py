@@ -22,6 +22,7 @@ _SOURCES = (
     "OffsetSyncRule.java",
     "ExactlyOnceWriter.java",
     "TransactionalLane.java",
+    "LaneCommitStats.java",
     "LocalCheckpointFileManager.java",
     "ClientWarmup.java",
     "GroupedKafkaSource.java",

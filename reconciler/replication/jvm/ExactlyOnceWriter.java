@@ -186,6 +186,11 @@ public final class ExactlyOnceWriter extends ForeachWriter<Row> {
         return TransactionalLane.resets();
     }
 
+    /** Transactions this JVM's lanes committed, rows each, and where a commit's time went (LaneCommitStats). */
+    public static String commitStats() {
+        return LaneCommitStats.summary();
+    }
+
     /** The newer generation that superseded this JVM's writers (0: none). */
     public static long supersededBy() {
         return TransactionalLane.supersededBy();

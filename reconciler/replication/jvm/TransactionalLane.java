@@ -128,6 +128,8 @@ final class TransactionalLane {
     private long next = -1L;
     private volatile boolean open;
     private volatile long openedAt;
+    /** Rows sent in the open transaction (LaneCommitStats). */
+    private long txnRows;
     private final List<long[]> pendingOffsets = new ArrayList<>();
     private final List<Future<RecordMetadata>> pendingAcks = new ArrayList<>();
     private final OffsetSyncRule rule;
@@ -179,7 +181,9 @@ final class TransactionalLane {
                 current.drop("replaced by a new lane of " + id);
             }
             TransactionalLane fresh = new TransactionalLane(settings, sourceTopic, partition, remoteTopic);
+            long began = System.nanoTime();
             fresh.init();
+            LaneCommitStats.start(began, System.nanoTime());
             LANES.put(id, fresh);
             startTimer(fresh.intervalMs);
             return fresh;
@@ -463,6 +467,7 @@ final class TransactionalLane {
             schemaIds.translate(remote.topic(), key, value);
         }
         Future<RecordMetadata> ack = producer.send(new ProducerRecord<>(remote.topic(), partition, ts, key, value, headers));
+        txnRows++;
         if (syncsTopic != null) {
             pendingOffsets.add(new long[] {sourceOffset});
             pendingAcks.add(ack);
@@ -523,6 +528,8 @@ final class TransactionalLane {
         if (!open) {
             return;
         }
+        long age = System.currentTimeMillis() - openedAt;
+        long began = System.nanoTime();
         List<long[]> syncs = Collections.emptyList();
         if (syncsInTransaction) {
             syncs = syncsFromAcks(); // after a flush: every record's offset is known before the commit
@@ -530,9 +537,14 @@ final class TransactionalLane {
                 producer.send(new ProducerRecord<>(syncsTopic, 0, syncKey(source), syncValue(s[0], s[1])));
             }
         }
+        long flushed = System.nanoTime();
         producer.sendOffsetsToTransaction(
                 Collections.singletonMap(remote, new OffsetAndMetadata(next, mark())), group);
+        long offsetsSent = System.nanoTime();
         producer.commitTransaction();
+        LaneCommitStats.commit(txnRows, age * 1_000_000L, flushed - began, offsetsSent - flushed,
+                System.nanoTime() - offsetsSent);
+        txnRows = 0;
         open = false;
         if (sourceSyncs != null) {
             syncs = syncsFromAcks(); // the commit flushed: every record is acknowledged
@@ -601,6 +613,7 @@ final class TransactionalLane {
             }
         }
         open = false;
+        txnRows = 0;
         pendingAcks.clear();
         pendingOffsets.clear();
         synchronized (queued) {
@@ -697,6 +710,7 @@ final class TransactionalLane {
                     report("timer: " + e);
                 }
             }
+            LaneCommitStats.maybeLog();
         }, period, period, TimeUnit.MILLISECONDS);
     }
 
