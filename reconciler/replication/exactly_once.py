@@ -12,7 +12,7 @@ foreach sink there). A lane:
     partition (offsets are kept against the remote topic, which exists on the target; the value is the next
     SOURCE offset), and skips every row below it whatever Spark's checkpoint replays;
   - writes records in source order, each transaction ending with `sendOffsetsToTransaction` of the next source
-    offset, committed on a pool thread once older than `spark.kmirror.transactionIntervalMs` (default 1 ms;
+    offset, committed on a pool thread once older than `spark.kmirror.transactionIntervalMs` (default 10 ms;
     found due by the next row or a timer), and when the Spark task ends; the task never waits for a commit (rows
     that come meanwhile are queued and open the lane's next transaction), so a lane commits back to back and the
     commit's own time sets the latency; an error aborts, drops the lane and fails the task (Spark retries it);
@@ -47,10 +47,6 @@ DEFAULT_TRANSACTION_INTERVAL_MS = transactions.DEFAULT_TRANSACTION_INTERVAL_MS
 DEFAULT_TRANSACTION_TIMEOUT_MS = str(transactions.DEFAULT_TRANSACTION_TIMEOUT_MS)
 #: Producer settings of the at-least-once sink that must not reach the transactional producers.
 _NOT_FOR_TRANSACTIONS = ("interceptor.classes",)
-#: The lanes' `linger.ms` unless the flow's `replication.producer` sets one: a lane's records go out as they come, so
-#: its commit finds them acknowledged instead of flushing them first (one round trip less per transaction; the
-#: at-least-once sink's 10 ms would hold them for most of a transaction's life).
-LANE_LINGER_MS = "0"
 
 
 def transactional_id_prefix(state_topic: str, flow: str) -> str:
@@ -97,15 +93,12 @@ def transaction_interval_ms(value: Any) -> int:
     return ms
 
 
-def producer_properties(sink: Mapping[str, str], flow_producer: Mapping[str, Any] | None = None) -> dict[str, str]:
+def producer_properties(sink: Mapping[str, str]) -> dict[str, str]:
     """The transactional producers' properties from the at-least-once sink's options (`kafka.`-prefixed: the
     target's client properties, the defaults, the flow's `replication.producer`, idempotence and acks=all),
-    without the interceptor, with a transaction timeout unless the flow sets one, and `LANE_LINGER_MS` unless the
-    flow's `replication.producer` (`flow_producer`) sets `linger.ms`."""
+    without the interceptor, with a transaction timeout unless the flow sets one."""
     props = {k.removeprefix("kafka."): v for k, v in sink.items() if k.startswith("kafka.")}
     props = {k: v for k, v in props.items() if k not in _NOT_FOR_TRANSACTIONS and not k.startswith("kmirror.")}
-    if "linger.ms" not in (flow_producer or {}):
-        props["linger.ms"] = LANE_LINGER_MS
     props.setdefault("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
     props.update({"enable.idempotence": "true", "acks": "all"})
     return props

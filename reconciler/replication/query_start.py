@@ -226,7 +226,7 @@ class QueryStart(JobReporting):
         """The query through the transactional writer (`exactly_once.py`); the syncs go in its transactions when
         they are on the target."""
         syncs_cluster, syncs_topic = self._syncs
-        producer = exactly_once.producer_properties(self._sink, self.flow.replication.producer)
+        producer = exactly_once.producer_properties(self._sink)
         interval_ms = exactly_once.transaction_interval_ms(
             spark.conf.get(exactly_once.TRANSACTION_INTERVAL, str(exactly_once.DEFAULT_TRANSACTION_INTERVAL_MS))
         )

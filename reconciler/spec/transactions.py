@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 TRANSACTION_INTERVAL_SETTING = "spark.kmirror.transactionIntervalMs"
-#: 1 ms: a busy lane commits back to back (each transaction holds what came during the previous commit, MM2's
-#: transaction.boundary=poll per partition); 10 ms until 2026-11-28 (docs/delivery.md, Latency).
-DEFAULT_TRANSACTION_INTERVAL_MS = 1
+DEFAULT_TRANSACTION_INTERVAL_MS = 10
 #: The broker aborts a transaction open longer than this (a driver killed mid-transaction holds back
 #: read_committed consumers of its partitions until then, or until the job starts again and fences it).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 30000

@@ -97,21 +97,18 @@ def test_the_flows_own_group_is_never_translated_whatever_the_filter() -> None:
 
 
 def test_producer_properties_keep_the_sink_settings_without_the_interceptor() -> None:
-    flow_producer = {"linger.ms": "5", "acks": "1", "transaction.timeout.ms": "20000"}
     sink = sink_options(
         {"bootstrap.servers": "t:9092", "sasl.jaas.config": "secret"},
-        flow_producer,
+        {"linger.ms": "5", "acks": "1", "transaction.timeout.ms": "20000"},
         {"interceptor.classes": "io.kmirror.replication.ReplicationInterceptor", "kmirror.offset.lag.max": "100"},
     )
-    props = exactly_once.producer_properties(sink, flow_producer)
+    props = exactly_once.producer_properties(sink)
     assert props["bootstrap.servers"] == "t:9092" and props["sasl.jaas.config"] == "secret"
     assert props["linger.ms"] == "5" and props["acks"] == "all" and props["enable.idempotence"] == "true"
     assert props["transaction.timeout.ms"] == "20000"
     assert "interceptor.classes" not in props and not any(k.startswith("kmirror.") for k in props)
     default = exactly_once.producer_properties(sink_options({"bootstrap.servers": "t:9092"}, {}, {}))
     assert default["transaction.timeout.ms"] == exactly_once.DEFAULT_TRANSACTION_TIMEOUT_MS
-    # The at-least-once sink's default linger (10 ms) is not the lanes': their records go out as they come.
-    assert default["linger.ms"] == exactly_once.LANE_LINGER_MS == "0"
 
 
 def test_writer_settings_put_syncs_in_the_transaction_only_when_they_are_on_the_target() -> None:
