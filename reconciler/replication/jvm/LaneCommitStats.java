@@ -12,7 +12,7 @@ import java.util.concurrent.atomic.LongAccumulator;
  * Must not: hold anything of a record, or slow a commit (a few atomic adds per transaction).
  */
 final class LaneCommitStats {
-    static final long LOG_EVERY_MS = 30_000L;
+    static final long LOG_EVERY_MS = 10_000L;
     private static final AtomicLong COMMITS = new AtomicLong();
     private static final AtomicLong ROWS = new AtomicLong();
     private static final AtomicLong AGE_NS = new AtomicLong();
