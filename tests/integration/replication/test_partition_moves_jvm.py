@@ -16,6 +16,7 @@ Needs a JDK: the program is compiled against the job's jars.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import uuid
@@ -119,6 +120,12 @@ def test_rows_written_while_their_lane_commits_are_queued_and_committed_in_order
     assert lines.get("TASK") == "ok", (done.stdout[-3000:], done.stderr[-3000:])
     assert int(lines["VISIBLE"]) == partitions * rows, done.stdout[-2000:]
     assert int(lines["QUEUED"]) > 0, "no row came during a commit: the test did not exercise the queue"
+    # The commit figures the job logs (docs/delivery.md, Latency) count every transaction and every row in them.
+    stats = re.match(r"(\d+) transactions \(([\d.]+) rows each\)", lines["STATS"])
+    assert stats is not None, lines["STATS"]
+    transactions, rows_each = int(stats[1]), float(stats[2])
+    assert transactions >= partitions, lines["STATS"]
+    assert abs(transactions * rows_each - partitions * rows) <= 0.05 * transactions + 1, lines["STATS"]
     for p in range(partitions):
         values = [r.value for r in read_partition(target, remote, p, read_committed=True)]
         assert values == [f"r{n}".encode() for n in range(rows)], (p, len(values))

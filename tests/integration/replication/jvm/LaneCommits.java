@@ -20,7 +20,7 @@ import org.apache.spark.sql.RowFactory;
  * consumer counts what is visible (the commits happen while the task runs, not at its end); then the task ends.
  *
  * Prints `VISIBLE n` (records a read_committed reader saw before the task ended), `QUEUED n` (rows handed over
- * while their lane committed), `TASK ok` or `TASK failed <error>`.
+ * while their lane committed), `STATS <the lanes' commit figures>`, `TASK ok` or `TASK failed <error>`.
  *
  * Arguments: target bootstrap servers, remote topic, source topic, transactional id prefix, group, run id,
  * partitions, rows per partition.
@@ -57,6 +57,7 @@ public class LaneCommits {
             System.out.println("VISIBLE " + visible(args[0], remote, partitions, (long) rows * partitions));
             System.out.println("QUEUED " + ExactlyOnceWriter.queuedRows());
             writer.close(null);
+            System.out.println("STATS " + ExactlyOnceWriter.commitStats());
             System.out.println("TASK ok");
         } catch (RuntimeException e) {
             System.out.println("TASK failed " + e);
