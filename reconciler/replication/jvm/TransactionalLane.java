@@ -9,6 +9,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
@@ -983,8 +984,20 @@ final class TransactionalLane {
             producer = new KafkaProducer<>(props);
         }
 
+        /**
+         * One producer per (source cluster, topic): in an application, two flows from different source clusters
+         * that name the same target alias write `mm2-offset-syncs.<target>.internal` on their own cluster each, so
+         * the topic's name alone must not pick the producer. The key holds every syncs.client.* setting (it never
+         * leaves this map: no log, no message).
+         */
         static SourceSyncs of(Map<String, String> settings, String topic) {
-            return ALL.computeIfAbsent(topic, t -> new SourceSyncs(settings, t));
+            StringBuilder key = new StringBuilder(topic);
+            new TreeMap<>(settings).forEach((k, v) -> {
+                if (k.startsWith("syncs.client.")) {
+                    key.append('\u0000').append(k).append('=').append(v);
+                }
+            });
+            return ALL.computeIfAbsent(key.toString(), k -> new SourceSyncs(settings, topic));
         }
 
         void send(byte[] key, byte[] value) {

@@ -165,3 +165,43 @@ def test_a_tasks_lanes_start_together_and_every_first_record_is_committed_while_
     # one after another, the task handed the last first row over after all 24 lanes had started (~8-12 s here)
     assert int(lines["HANDED"]) * 4 < visible_ms, lines
     assert int(lines["FENCE2"]) < 10_000, lines  # a second fencing of the 24 ids: no JVM warm-up in it
+
+
+def test_two_flows_from_two_source_clusters_in_one_jvm_write_their_offset_syncs_each_to_its_own_source(
+    tmp_path: Path, source: KafkaCluster, target: KafkaCluster
+) -> None:
+    """An application runs exactly-once flows from several source clusters in one driver. Two such flows naming the
+    same target alias write `mm2-offset-syncs.<target>.internal` on their own source cluster each (the syncs
+    location `source`): the JVM's syncs producer must be the flow's cluster's, not the first one made for that
+    topic name (which sent the second flow's syncs to the first flow's cluster: its offsets untranslated there,
+    the other cluster's translation fed syncs of a topic it does not hold). The test's source and target clusters
+    stand for the two source clusters."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    assert javac is not None and java is not None, "a JDK is needed"
+    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"
+    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
+    program = Path(__file__).parent / "jvm" / "SyncsTwoSources.java"
+    subprocess.run([javac, "-d", str(tmp_path), "-cp", classpath, str(program)], check=True, timeout=120)
+    tag = uuid.uuid4().hex[:6]
+    syncs = f"mm2-offset-syncs.t{tag}.internal"
+    homes = {"a": source, "b": target}
+    for cluster in homes.values():
+        create_topic(cluster, syncs, 1)
+    args = [target.bootstrap_servers, syncs]
+    for name, home in homes.items():
+        create_topic(target, f"{name}.orders{tag}", 1)
+        args += [home.bootstrap_servers, f"orders{tag}{name}", f"{name}.orders{tag}",
+                 f"kmirror-eos/test/{name}{tag}/", f"{name}{tag}-eos"]  # fmt: skip
+    done = subprocess.run(
+        [java, "-cp", f"{tmp_path}:{classpath}", "SyncsTwoSources", *args, "300"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert "TASK ok" in done.stdout, (done.stdout[-3000:], done.stderr[-3000:])
+    for name, home in homes.items():
+        keys = [r.key or b"" for r in read_partition(home, syncs, 0)]
+        mine = [k for k in keys if f"orders{tag}{name}".encode() in k]
+        assert mine, f"flow {name}'s offset-syncs are not on its own source cluster"
+        assert len(mine) == len(keys), f"{len(keys) - len(mine)} of the other flow's syncs on flow {name}'s cluster"
+    for name in homes:
+        values = [r.value for r in read_partition(target, f"{name}.orders{tag}", 0, read_committed=True)]
+        assert values == [f"r{n}".encode() for n in range(300)], (name, len(values))
