@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from reconciler.core.policy.filters import eos_group
 from reconciler.errors import Diagnostic
 from reconciler.jobcontract.spec import EffectiveSpec, eos_flow_for
@@ -295,6 +293,10 @@ def changed_fields(before: Any, after: Any) -> str:
     """`topics.include, replication.producer.linger.ms`: the field paths that differ, for a plan's reason."""
     if before is None:
         return "no record of the previous spec"
+    # Imported here: deepdiff (and numpy, which it loads) is a third of every `kmirror` command's start, and only a
+    # changed job spec needs it.
+    from deepdiff import DeepDiff
+
     diff = DeepDiff(before, after, ignore_order=False, view="tree")
     paths = set()
     for items in diff.values():
