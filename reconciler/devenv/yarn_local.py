@@ -10,6 +10,10 @@ by the JVM once both clusters serve). `stop(home)` sends SIGTERM (the JVM stops 
 containers, then HDFS), kills what is left after a grace period, and then any container process still running from
 the NodeManager's folders under `home` (containers run in sessions of their own).
 
+`start(home, yarn=False)` starts the MiniDFSCluster alone (no `yarn-site.xml`, `resource_manager` ""): for a
+checkpoint root on HDFS without YARN (the standalone runner's tests), it saves the MiniYARNCluster's start and its
+ResourceManager's and NodeManager's threads.
+
 Sizes: the NodeManager offers `memory_mb` and `vcores` to the scheduler (not limits: one job's AM + one executor is
 ~2 GB of requests on 2 real cores); the JVM itself is ~0.45 GB resident and ready in 6-30 s on 2 busy cores.
 
@@ -58,7 +62,7 @@ class YarnCluster:
 
     home: str
     pid: int
-    resource_manager: str
+    resource_manager: str  # "" when started without YARN (`start(home, yarn=False)`)
     hdfs: str
     webhdfs: str
     hadoop_conf_dir: str
@@ -128,11 +132,14 @@ def read_record(home: Path) -> YarnCluster | None:
         return None
 
 
-def start(home: Path, *, memory_mb: int = 4096, vcores: int = 4, timeout: float = 180.0) -> YarnCluster:
-    """Start the local HDFS and YARN in `home` (or return the ones already running there)."""
+def start(
+    home: Path, *, memory_mb: int = 4096, vcores: int = 4, timeout: float = 180.0, yarn: bool = True
+) -> YarnCluster:
+    """Start the local HDFS and YARN in `home` (or return the ones already running there, if they are what is
+    asked for). `yarn=False`: HDFS alone."""
     home = home.resolve()
     previous = read_record(home)
-    if previous is not None and previous.running:
+    if previous is not None and previous.running and (previous.resource_manager or not yarn):
         return previous
     stop(home)  # leftovers of a JVM that died: its containers
     java = jdk_tool("java")
@@ -147,7 +154,8 @@ def start(home: Path, *, memory_mb: int = 4096, vcores: int = 4, timeout: float 
     log = home / "logs" / "minihadoop.log"
     cmd = [
         java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_ADD_OPENS,
-        "-cp", f"{jar}:{libs}/*", MAIN_CLASS, str(home), str(memory_mb), str(vcores),
+        "-cp", f"{jar}:{libs}/*", MAIN_CLASS, str(home),
+        *((str(memory_mb), str(vcores)) if yarn else ("hdfs-only",)),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "CLASSPATH")}
     with log.open("ab") as out:
@@ -210,7 +218,7 @@ def _container_pids(home: Path) -> list[int]:
 
 
 def _wait_ready(home: Path, proc: subprocess.Popen[bytes], timeout: float) -> YarnCluster:
-    """Until the JVM wrote `ready.json` and the ResourceManager's REST API answers."""
+    """Until the JVM wrote `ready.json` and the ResourceManager's REST API answers (HDFS alone: WebHDFS)."""
     deadline = time.monotonic() + timeout
     log = home / "logs" / "minihadoop.log"
     while time.monotonic() < deadline:
@@ -219,10 +227,18 @@ def _wait_ready(home: Path, proc: subprocess.Popen[bytes], timeout: float) -> Ya
         record = read_record(home)
         if record is not None:
             try:
-                with urllib.request.urlopen(f"{record.resource_manager}/ws/v1/cluster/info", timeout=5) as resp:
-                    if json.loads(resp.read()).get("clusterInfo", {}).get("state") == "STARTED":
-                        return record
+                if _serves(record):
+                    return record
             except (OSError, ValueError):
                 pass
         time.sleep(0.5)
     raise DevEnvError(f"the local Hadoop did not come up within {timeout:.0f}s; see {log}")
+
+
+def _serves(record: YarnCluster) -> bool:
+    """The ResourceManager says STARTED; without YARN, WebHDFS lists the root folder."""
+    if not record.resource_manager:
+        with urllib.request.urlopen(f"{record.webhdfs}/webhdfs/v1/?op=GETFILESTATUS", timeout=5) as resp:
+            return bool(json.loads(resp.read()).get("FileStatus"))
+    with urllib.request.urlopen(f"{record.resource_manager}/ws/v1/cluster/info", timeout=5) as resp:
+        return bool(json.loads(resp.read()).get("clusterInfo", {}).get("state") == "STARTED")

@@ -11,6 +11,8 @@ faults in sequence.
 Zombies, not only deaths: the job's processes paused (SIGSTOP) for longer than the transaction timeout and resumed
 (the broker aborts the open transactions under the running tasks: their commits fail, the tasks must fail with
 them and re-send, never carry on past the aborted records), then a target broker paused mid-commit and resumed.
+This runs on the first test's exactly-once job (after its driver kill and broker bounce), on a topic of its own that
+the job has copied since its deploy: one deploy and one graceful stop for both.
 
 Kill -9 of an executor needs an executor JVM of its own: the last test deploys the exactly-once flow on a Spark
 standalone cluster (a master and a worker started for it), kills the executor JVM of the job's application
@@ -93,10 +95,13 @@ def _in_order(values: dict[int, list[int]]) -> bool:
     return all(v == sorted(v) for v in values.values())
 
 
+def _copied(world: FaultWorld, remote: str) -> int:
+    return sum(len(v) for v in read_values(world.target, remote).values())
+
+
 def _run(world: FaultWorld, delivery: str) -> dict[str, Any]:
-    """The fault sequence on one deployment; the figures."""
+    """The fault sequence on one deployment (its topic `<prefix>eos` created by the caller); the figures."""
     topic = f"{world.prefix}eos"
-    create_topic(world.source, topic, PARTITIONS)
     remote = world.remote(topic)
     spec = _spec(world, delivery)
     faults: dict[str, Any] = {}
@@ -204,8 +209,38 @@ def _source_ends(world: FaultWorld, topic: str) -> dict[int, int]:
     return {p: len(v) for p, v in values.items()}
 
 
+@pytest.fixture(scope="module")
+def _eos_deployment(
+    tmp_path_factory: pytest.TempPathFactory, three_brokers: tuple[FaultCluster, FaultCluster]
+) -> Iterator[FaultWorld]:
+    """One flow for the local exactly-once tests: their topics exist before the first apply (which creates their
+    remote topics and deploys the job: the first test's), and the job they fault stays deployed from one test to
+    the next (a deploy and a graceful stop less per test)."""
+    w = FaultWorld(tmp_path_factory.mktemp("eos-local"), *three_brokers)
+    for topic in ("eos", "paused"):
+        create_topic(w.source, f"{w.prefix}{topic}", PARTITIONS)
+    try:
+        yield w
+    finally:
+        w.stop_job()
+
+
+@pytest.fixture
+def eos_world(request: pytest.FixtureRequest, _eos_deployment: FaultWorld) -> Iterator[FaultWorld]:
+    """The shared exactly-once flow (`_eos_deployment`); its job stopped after the last selected test using it, so
+    it does not run beside the other tests' jobs."""
+    yield _eos_deployment
+    here = request.node.path
+    users = [i for i in request.session.items if i.path == here and "eos_world" in getattr(i, "fixturenames", ())]
+    if users and users[-1] is request.node:
+        _eos_deployment.stop_job()
+
+
 @pytest.mark.timeout(600)
-def test_exactly_once_copies_every_record_once_across_a_driver_kill_and_a_broker_bounce(world: FaultWorld) -> None:
+def test_exactly_once_copies_every_record_once_across_a_driver_kill_and_a_broker_bounce(
+    eos_world: FaultWorld,
+) -> None:
+    world = eos_world
     figures = _run(world, "exactly_once")
     remote = figures.pop("remote")
     group = _group_offsets(world, remote)
@@ -219,10 +254,65 @@ def test_exactly_once_copies_every_record_once_across_a_driver_kill_and_a_broker
     assert syncs > 0 and not wrong, f"offset-syncs pairing different records: {wrong}"
 
 
+def _pause(pgid: int, seconds: float) -> None:
+    """SIGSTOP a process group for `seconds`, then SIGCONT (a stalled VM, a long GC pause, a frozen broker)."""
+    os.killpg(pgid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.killpg(pgid, signal.SIGCONT)
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_loses_nothing_when_the_job_is_paused_past_the_transaction_timeout(
+    eos_world: FaultWorld,
+) -> None:
+    """On the first test's job (deployed here when this test runs alone), its topic there since the deploy."""
+    world = eos_world
+    topic = f"{world.prefix}paused"
+    remote = world.remote(topic)
+    spec = _spec(world, "exactly_once")
+    _apply(world, spec)  # nothing to do after the first test; the deploy when run alone
+    loaded = load(spec).state
+    runner = _runner(world, loaded)
+    with Load(world.source, topic, PARTITIONS, rate=2000) as load_:
+        began = time.monotonic()
+        wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
+        time.sleep(3)
+        job = runner.job(world.flow)
+        assert job is not None and job.pid is not None and job.running
+        _pause(job.pid, 40)  # past transaction.timeout.ms (30 s): the broker aborts the open transactions
+        resumed = _copied(world, remote)
+        # the job copies again (its failed tasks re-sent and committed) before the broker is frozen mid-commit
+        wait_until("the job to commit again after its pause", lambda: _copied(world, remote) > resumed, 120, 0.5)
+        _pause(world.target.broker_pid(1), 15)  # a broker frozen mid-commit (its partitions' leader, a coordinator)
+        time.sleep(5)
+        load_.stop()
+        seconds = time.monotonic() - began
+    result, recovery = wait_copied(load_, world.target, remote, 300)
+    values = read_values(world.target, remote)
+    job = runner.job(world.flow)
+    report(
+        "exactly_once_paused",
+        records=result.records,
+        lost=result.lost,
+        duplicates=result.duplicates,
+        in_order=_in_order(values),
+        load_records_per_s=round(load_.acknowledged / seconds),
+        caught_up_after_load_s=round(recovery, 1),
+        job_running=bool(job and job.running),
+    )
+    assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
+    assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
+    assert _in_order(values), "records out of order within a partition"
+    assert job is not None and job.running, "the job did not survive the pause"
+
+
 @pytest.mark.timeout(600)
 def test_at_least_once_under_the_same_faults_counts_its_duplicates_then_switches_to_exactly_once(
     world: FaultWorld,
 ) -> None:
+    create_topic(world.source, f"{world.prefix}eos", PARTITIONS)
     figures = _run(world, "at_least_once")
     figures.pop("remote")
     report("at_least_once_same_faults", **figures)
@@ -248,55 +338,6 @@ def test_at_least_once_under_the_same_faults_counts_its_duplicates_then_switches
     report("switch_to_exactly_once", records=result.records, lost=result.lost, duplicates=result.duplicates)
     assert result.lost == 0, f"{result.lost} acknowledged records missing after the switch, e.g. {result.lost_examples}"
     assert result.duplicates == 0, f"{result.duplicates} records copied twice across the switch"
-
-
-def _pause(pgid: int, seconds: float) -> None:
-    """SIGSTOP a process group for `seconds`, then SIGCONT (a stalled VM, a long GC pause, a frozen broker)."""
-    os.killpg(pgid, signal.SIGSTOP)
-    try:
-        time.sleep(seconds)
-    finally:
-        os.killpg(pgid, signal.SIGCONT)
-
-
-@pytest.mark.timeout(600)
-def test_exactly_once_loses_nothing_when_the_job_is_paused_past_the_transaction_timeout(world: FaultWorld) -> None:
-    topic = f"{world.prefix}paused"
-    create_topic(world.source, topic, PARTITIONS)
-    remote = world.remote(topic)
-    spec = _spec(world, "exactly_once")
-    _apply(world, spec)
-    loaded = load(spec).state
-    runner = _runner(world, loaded)
-    with Load(world.source, topic, PARTITIONS, rate=2000) as load_:
-        began = time.monotonic()
-        wait_until(f"records on {remote}", lambda: sum(len(v) for v in read_values(world.target, remote).values()), 180)
-        time.sleep(3)
-        job = runner.job(world.flow)
-        assert job is not None and job.pid is not None and job.running
-        _pause(job.pid, 40)  # past transaction.timeout.ms (30 s): the broker aborts the open transactions
-        time.sleep(10)
-        _pause(world.target.broker_pid(1), 15)  # a broker frozen mid-commit (its partitions' leader, a coordinator)
-        time.sleep(5)
-        load_.stop()
-        seconds = time.monotonic() - began
-    result, recovery = wait_copied(load_, world.target, remote, 300)
-    values = read_values(world.target, remote)
-    job = runner.job(world.flow)
-    report(
-        "exactly_once_paused",
-        records=result.records,
-        lost=result.lost,
-        duplicates=result.duplicates,
-        in_order=_in_order(values),
-        load_records_per_s=round(load_.acknowledged / seconds),
-        caught_up_after_load_s=round(recovery, 1),
-        job_running=bool(job and job.running),
-    )
-    assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
-    assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
-    assert _in_order(values), "records out of order within a partition"
-    assert job is not None and job.running, "the job did not survive the pause"
 
 
 # -- executors of their own: Spark standalone ---------------------------------------------------------------------
@@ -429,10 +470,6 @@ def test_exactly_once_survives_a_killed_executor(
     finally:
         Path(spec).write_text(Path(spec).read_text().replace("enabled: true", "enabled: false"))
         world.kmirror("apply", "-f", spec, "--auto-approve")  # stops the driver on the standalone cluster
-
-
-def _copied(world: FaultWorld, remote: str) -> int:
-    return sum(len(v) for v in read_values(world.target, remote).values())
 
 
 def _fenced_lines(home: Path, app_id: str) -> list[str]:

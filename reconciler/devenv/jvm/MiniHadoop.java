@@ -2,10 +2,13 @@
 // Hadoop's own test clusters, for trying and testing `spark.deploy: yarn` on one machine.
 //
 //   java --add-opens ... -cp <hadoop-minicluster jars>:<this jar> io.kmirror.dev.MiniHadoop HOME NM_MEMORY_MB NM_VCORES
+//   java ... io.kmirror.dev.MiniHadoop HOME hdfs-only
 //
 // Everything sits in HOME: the clusters' folders, `conf/` (the HADOOP_CONF_DIR a client needs: core-site.xml,
 // hdfs-site.xml, yarn-site.xml with only the addresses, never the merged test configuration, which names
 // test-only classes) and `ready.json` (the addresses, written once both clusters serve). SIGTERM stops both.
+// `hdfs-only`: the MiniDFSCluster alone (for a checkpoint root on HDFS without YARN): no yarn-site.xml, and
+// `resource_manager` is "" in ready.json.
 //
 // The ResourceManager's and the NodeManager's web applications share Guice's static GuiceFilter pipeline; the
 // NodeManager, started last, would answer the RM's /ws/v1/cluster REST API with 404. So once both run, the
@@ -43,11 +46,10 @@ public final class MiniHadoop {
 
   private static void run(String[] args) throws Exception {
     Path home = Path.of(args[0]).toAbsolutePath();
-    int memoryMb = Integer.parseInt(args[1]);
-    int vcores = Integer.parseInt(args[2]);
+    boolean hdfsOnly = args.length == 2 && args[1].equals("hdfs-only");
     String host = "127.0.0.1";
 
-    Configuration conf = new YarnConfiguration();
+    Configuration conf = hdfsOnly ? new Configuration() : new YarnConfiguration();
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, home.resolve("hdfs").toString());
     conf.set("hadoop.tmp.dir", home.resolve("tmp").toString());
     conf.set("dfs.replication", "1");
@@ -59,6 +61,23 @@ public final class MiniHadoop {
     String nnHttp = host + ":" + dfs.getNameNode().getHttpAddress().getPort();
 
     conf.set("fs.defaultFS", hdfsUri);
+    Map<String, String> core = new LinkedHashMap<>();
+    core.put("fs.defaultFS", hdfsUri);
+    Map<String, String> hdfs = new LinkedHashMap<>();
+    hdfs.put("dfs.replication", "1");
+    hdfs.put("dfs.namenode.http-address", nnHttp);
+    Path confDir = home.resolve("conf");
+    Files.createDirectories(confDir);
+    writeSite(confDir.resolve("core-site.xml"), core);
+    writeSite(confDir.resolve("hdfs-site.xml"), hdfs);
+    if (hdfsOnly) {
+      Runtime.getRuntime().addShutdownHook(new Thread(dfs::shutdown, "kmirror-minihadoop-stop"));
+      ready(home, "", hdfsUri, nnHttp, confDir);
+      return;
+    }
+
+    int memoryMb = Integer.parseInt(args[1]);
+    int vcores = Integer.parseInt(args[2]);
     conf.set("yarn.scheduler.capacity.root.queues", "default");
     conf.set("yarn.scheduler.capacity.root.default.capacity", "100");
     conf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
@@ -92,11 +111,6 @@ public final class MiniHadoop {
       }
     }, "kmirror-minihadoop-stop"));
 
-    Map<String, String> core = new LinkedHashMap<>();
-    core.put("fs.defaultFS", hdfsUri);
-    Map<String, String> hdfs = new LinkedHashMap<>();
-    hdfs.put("dfs.replication", "1");
-    hdfs.put("dfs.namenode.http-address", nnHttp);
     Map<String, String> yarnSite = new LinkedHashMap<>();
     for (String key : new String[] {
         YarnConfiguration.RM_ADDRESS, YarnConfiguration.RM_SCHEDULER_ADDRESS,
@@ -105,13 +119,12 @@ public final class MiniHadoop {
       yarnSite.put(key, live.get(key));
     }
     yarnSite.put(YarnConfiguration.RM_HOSTNAME, host);
-    Path confDir = home.resolve("conf");
-    Files.createDirectories(confDir);
-    writeSite(confDir.resolve("core-site.xml"), core);
-    writeSite(confDir.resolve("hdfs-site.xml"), hdfs);
     writeSite(confDir.resolve("yarn-site.xml"), yarnSite);
+    ready(home, "http://" + live.get(YarnConfiguration.RM_WEBAPP_ADDRESS), hdfsUri, nnHttp, confDir);
+  }
 
-    String rm = "http://" + live.get(YarnConfiguration.RM_WEBAPP_ADDRESS);
+  /** `ready.json` (atomically), then wait for SIGTERM (the shutdown hooks stop the clusters). */
+  private static void ready(Path home, String rm, String hdfsUri, String nnHttp, Path confDir) throws Exception {
     String json = "{\"pid\": " + ProcessHandle.current().pid()
         + ", \"resource_manager\": \"" + rm + "\""
         + ", \"hdfs\": \"" + hdfsUri + "\""

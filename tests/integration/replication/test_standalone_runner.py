@@ -13,9 +13,10 @@ the job in `kmirror status`, and still plans no change once A's folder is gone; 
 gracefully with nothing lost and no duplicate; a driver killed with SIGKILL is launched again by the master with
 no apply and nothing lost; a job whose checkpoint was deleted resumes from the offset-syncs on the next apply
 (nothing lost, at most offset_lag_max per partition copied again); a disabled flow has its driver stopped. Last,
-a second flow with its checkpoint root on HDFS (the MiniDFSCluster of `kmirror dev up --yarn`'s tooling): side files
-through WebHDFS and Hadoop's FileSystem API, the environment shipped from HDFS, a graceful stop; and a third
-with its checkpoint on S3 (MinIO) and its folder on that HDFS (`job_folder_root`), deleted from S3 when removed.
+a second flow with its checkpoint root on HDFS (the MiniDFSCluster of `kmirror dev up --yarn`'s tooling, without
+its MiniYARNCluster, which these tests do not use): side files through WebHDFS and Hadoop's FileSystem API, the
+environment shipped from HDFS, a graceful stop; and a third with its checkpoint on S3 (MinIO) and its folder on that
+HDFS (`job_folder_root`), deleted from S3 when removed.
 """
 
 from __future__ import annotations
@@ -439,9 +440,9 @@ def test_a_disabled_flow_has_its_driver_stopped_by_apply(setup: Setup) -> None:
 
 @dataclass
 class Backing:
-    """The local HDFS (of `kmirror dev up --yarn`'s tooling) and S3 (MinIO) of the last two tests, each started in
-    the background from the module's first test on (on a loaded machine each takes 20-60 s, and the tests before
-    mostly wait on their driver)."""
+    """The local HDFS (the MiniDFSCluster of `kmirror dev up --yarn`'s tooling, without YARN) and S3 (MinIO) of the
+    last two tests, each started in the background from the module's first test on (on a loaded machine each takes
+    20-60 s, and the tests before mostly wait on their driver)."""
 
     hadoop_home: Path
     s3_home: Path
@@ -470,7 +471,7 @@ def backing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         started = Backing(
             hadoop_home,
             s3_home,
-            pool.submit(_timed, "MiniDFSCluster (+ MiniYARNCluster)", lambda: yarn_local.start(hadoop_home)),
+            pool.submit(_timed, "MiniDFSCluster", lambda: yarn_local.start(hadoop_home, yarn=False)),
             pool.submit(_timed, "MinIO", lambda: minio_local.start(s3_home)),
         )
         try:
