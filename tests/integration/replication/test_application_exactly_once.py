@@ -433,6 +433,10 @@ def test_a_killed_driver_comes_back_with_apply_each_flow_from_its_checkpoint(fle
     begin = time.time()  # a's records created before were copied twice, if at all, by the test before (a failed)
     fleet.steady()
     steady = time.time()
+    # a's records this test answers for: those acknowledged from its steady state on. The ones before belong to the
+    # test before, whose refused batches a's producer expired; CI once found some of them never copied (an open
+    # finding about at-least-once after expired batches, see docs/applications.md), which is not the kill's doing.
+    a_from = {p: len(seqs) for p, seqs in fleet.producers["a"].acked.items()}
     time.sleep(2 * INTERVAL_SECONDS)  # a's steady-state wait, for the bound on what the kill re-sends
     process = fleet.runner.apps.process(fleet.app)
     python = read_report(fleet.app.status).get("pid")
@@ -495,15 +499,16 @@ def test_a_killed_driver_comes_back_with_apply_each_flow_from_its_checkpoint(fle
                 seq = int(r.value or b"-1")
                 copies[seq] += 1
                 created[seq] = r.timestamp / 1000
-        return all(copies[seq] for seqs in a.acked.values() for seq in seqs)
+        return all(copies[seq] for p, seqs in a.acked.items() for seq in seqs[a_from[p] :])
 
-    wait_for(f"{remotes['a']}: every acknowledged record", all_of_a, timeout=180)
+    wait_for(f"{remotes['a']}: every record acknowledged since its steady state", all_of_a, timeout=180)
     twice = sorted(seq for seq, n in copies.items() if n > 1 and created[seq] >= begin)
     oldest = min((created[seq] for seq in twice), default=killed)
     bound = INTERVAL_SECONDS + before + KILL_SLACK_SECONDS
     print(
-        f"flow a: {sum(len(s) for s in a.acked.values())} records, 0 lost; the kill re-sent {len(twice)}, created up "
-        f"to {killed - oldest:.1f}s before it (bound {bound:.1f}s: one interval and a's {before:.1f}s wait)"
+        f"flow a: {sum(len(s) - a_from[p] for p, s in a.acked.items())} records since steady, 0 lost; the kill "
+        f"re-sent {len(twice)}, created up to {killed - oldest:.1f}s before it (bound {bound:.1f}s: one interval "
+        f"and a's {before:.1f}s wait)"
     )
     assert killed - oldest <= bound, f"the kill re-sent a's records created {killed - oldest:.1f}s before it"
     assert all(created[seq] <= killed for seq in twice), "a's records created after the kill were copied twice"
