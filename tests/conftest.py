@@ -31,26 +31,26 @@ _RELEASE_MODULES = ("tests/integration/cli/test_release_wheel.py", "tests/integr
 #: and the many short modules fill in at the end, where they even out the two workers' finishing times. (With only
 #: the four longest first, a 4-minute module taken last left the other worker idle for almost two minutes.)
 #: Worker-minutes of CI's run of 2026-11-28 (2 workers on 2 cores, 44 minutes): keep this order by those figures.
-_LONG_GROUPS = (
-    "faults-eos",  # 11.5; less since 2026-11-28 (two tests share one exactly-once deployment)
-    "tests/integration/replication/test_standalone_runner.py",  # 8.4; less since 2026-11-28 (HDFS without YARN)
-    "faults",  # 8.1; about 7.3 since test_apply_killed kills at each step (57 s against 119 s side by side)
-    "faults-brokers",  # 6.0
-    "tests/integration/replication/test_yarn_runner.py",  # 5.6: MiniYARN + MiniDFS
-    "release",  # the wheel's build, its demo 1.9
-    "tests/integration/replication/test_delivery_switch.py",  # about 4-5, new (2026-11-28): two EOS<->ALO switches
-    "tests/integration/replication/test_job_truth.py",  # 3.7
-    "tests/integration/replication/test_application_exactly_once.py",  # about 4-5: two EOS flows, a killed driver
-    "tests/integration/replication/test_exactly_once_job.py",  # 3.5
-    "tests/integration/replication/test_realtime_mode.py",  # 2.8
-    "tests/integration/replication/test_applications.py",  # 2.5
+_LONG_GROUPS = (  # worker-minutes in the CI run of 2026-11-28 (a0f691c), longest first
+    "faults-eos",  # 10.0
+    "tests/integration/replication/test_application_exactly_once.py",  # about 4 (6.8 with a 180 s failed wait)
+    "faults",  # 6.7
+    "tests/integration/replication/test_standalone_runner.py",  # 6.3 (HDFS without YARN)
+    "tests/integration/replication/test_yarn_runner.py",  # 5.7: MiniYARN + MiniDFS
+    "faults-brokers",  # 3.9
+    "tests/integration/replication/test_job_truth.py",  # 3.8
+    "tests/integration/replication/test_exactly_once_job.py",  # 3.4
+    "tests/integration/replication/test_delivery_switch.py",  # 3.1: two EOS<->ALO switches
+    "release",  # 3.0: the wheel's build, its demo
+    "tests/integration/replication/test_realtime_mode.py",  # 2.7
+    "tests/integration/replication/test_applications.py",  # 2.3
     "tests/integration/offsets/test_exact_cutover.py",  # 2.1
-    "tests/integration/replication/test_replication_job.py",  # 2.1
-    "tests/e2e/test_tls_security.py",  # 2.1
     "tests/integration/plan/test_plan_apply.py",  # 1.9
-    "tests/integration/verify/test_verify.py",  # about 2 (2026-11-27)
-    "tests/integration/replication/test_schema_sync.py",  # about 2, two schema registries (2026-11-27)
-    "tests/integration/plan/test_flow_lifecycle.py",  # about 1.5
+    "tests/integration/plan/test_flow_lifecycle.py",  # 1.9
+    "tests/e2e/test_tls_security.py",  # 1.9
+    "tests/integration/replication/test_replication_job.py",  # 1.8
+    "tests/integration/verify/test_verify.py",  # 1.5
+    "tests/integration/replication/test_schema_sync.py",  # about 1-2, two schema registries
     "tests/integration/cli/test_sentinel_environments.py",  # about 1.5, no broker
 )
 
