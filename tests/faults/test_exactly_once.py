@@ -486,12 +486,11 @@ def test_exactly_once_a_zombie_executor_whose_partitions_moved_never_commits_aga
     world: FaultWorld, standalone: spark_standalone.StandaloneCluster
 ) -> None:
     """Two executors, and Spark's speculation on: one executor is frozen (SIGSTOP) for 40 s, past the 30 s
-    transaction timeout, with its tasks' transactions open. Its tasks are re-run on the other executor as
-    speculative attempts, whose lanes take the frozen one's partitions (initTransactions fences its producers)
-    while it is frozen. Then it is resumed (SIGCONT), alive, with its tasks, its lanes and their timers: a zombie.
-    Its commit is refused (its executor reports the lane fenced), its task fails, and later batches move
-    partitions back to it onto new lanes: a read_committed reader counts every acknowledged record once, in
-    order."""
+    transaction timeout, with its tasks' transactions open. Then it is resumed (SIGCONT), alive, with its tasks, its
+    lanes and their timers. When the other executor took its partitions meanwhile, the resumed one is a zombie: its
+    commit is refused (its executor reports the lane fenced), its task fails, and later batches move partitions
+    back to it onto new lanes. Whether the other executor takes them is Spark's choice (on one host, speculation
+    never does: see below). Either way a read_committed reader counts every acknowledged record once, in order."""
     topic = f"{world.prefix}zombie"
     create_topic(world.source, topic, PARTITIONS)
     remote = world.remote(topic)
@@ -541,8 +540,12 @@ def test_exactly_once_a_zombie_executor_whose_partitions_moved_never_commits_aga
             caught_up_after_load_s=round(recovery, 1),
             seconds=round(time.monotonic() - began, 1),
         )
-        # taken over: copied on while frozen, or (a loaded machine's slow batches speculate late) a writer refused
-        assert during > 0 or fenced, "no partition of the frozen executor was taken over: no zombie was tested"
+        # Taken over (copied on while frozen, or a writer refused) only when the frozen executor held no task of the
+        # stalled batch: Spark never starts a speculative copy on the host of a task's first attempt
+        # (TaskSetManager.hasAttemptOnHost) and both executors share this one host, so the takeover is not asserted
+        # here (CI saw both outcomes). Two executor JVMs writing one partition, the stale one fenced and refused, are
+        # tested deterministically in tests/integration/replication/test_partition_moves_jvm.py.
+        print(f"frozen executor: copied on while frozen {during}, writers refused {len(fenced)}")
         assert alive, "the frozen executor did not come back: no zombie was tested"
         assert result.lost == 0, f"{result.lost} acknowledged records missing, e.g. {result.lost_examples}"
         assert result.duplicates == 0, f"{result.duplicates} records on the target twice"
