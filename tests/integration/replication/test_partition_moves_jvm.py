@@ -33,6 +33,19 @@ from tests.integration.replication.conftest import create_topic, read_partition
 pytestmark = [pytest.mark.integration]
 
 
+def _compiled(classes: Path, program: str) -> tuple[str, str]:
+    """`jvm/<program>.java` compiled into `classes` against the job's jars: the `java` command and the classpath
+    to run it with (the classes, the connector's jars, kmirror's writer, Spark's Row and the connector's
+    dependencies from pyspark)."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    assert javac is not None and java is not None, "a JDK is needed"
+    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"
+    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
+    source = Path(__file__).parent / "jvm" / f"{program}.java"
+    subprocess.run([javac, "-d", str(classes), "-cp", classpath, str(source)], check=True, timeout=120)
+    return java, f"{classes}:{classpath}"
+
+
 class Executor:
     """One executor JVM; `task(a, b)` runs a task writing source offsets a..b-1 and returns its outcome line."""
 
@@ -65,18 +78,13 @@ class Executor:
 def test_a_partition_that_moved_to_another_executor_and_back_is_written_once_with_no_failed_task(
     tmp_path: Path, target: KafkaCluster
 ) -> None:
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac is not None and java is not None, "a JDK is needed"
-    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"  # Spark's Row and the connector's dependencies
-    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
-    program = Path(__file__).parent / "jvm" / "PartitionMoves.java"
-    subprocess.run([javac, "-d", str(tmp_path), "-cp", classpath, str(program)], check=True, timeout=120)
+    java, classpath = _compiled(tmp_path, "PartitionMoves")
     tag = uuid.uuid4().hex[:6]
     remote = f"moves{tag}.src"
     create_topic(target, remote, 1)
     args = [target.bootstrap_servers, remote, "src", f"kmirror-eos/test/moves{tag}/", f"moves{tag}-eos", "run-1"]
-    first = Executor(java, f"{tmp_path}:{classpath}", args)
-    second = Executor(java, f"{tmp_path}:{classpath}", args)
+    first = Executor(java, classpath, args)
+    second = Executor(java, classpath, args)
     errors = ""
     try:
         # the partition's tasks: on the first executor, on the second, back on the first, and once more each way
@@ -101,19 +109,14 @@ def test_rows_written_while_their_lane_commits_are_queued_and_committed_in_order
     writing, so rows come during commits. The task never waits for them: those rows are queued and sent first in
     the lane's next transaction. Every record is visible to read_committed before the task ends (the commits did
     not wait for it), and once, in order."""
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac is not None and java is not None, "a JDK is needed"
-    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"
-    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
-    program = Path(__file__).parent / "jvm" / "LaneCommits.java"
-    subprocess.run([javac, "-d", str(tmp_path), "-cp", classpath, str(program)], check=True, timeout=120)
+    java, classpath = _compiled(tmp_path, "LaneCommits")
     tag = uuid.uuid4().hex[:6]
     remote = f"commits{tag}.src"
     partitions, rows = 4, 2000
     create_topic(target, remote, partitions)
     args = [target.bootstrap_servers, remote, "src", f"kmirror-eos/test/commits{tag}/", f"commits{tag}-eos", "run-1"]
     done = subprocess.run(
-        [java, "-cp", f"{tmp_path}:{classpath}", "LaneCommits", *args, str(partitions), str(rows)],
+        [java, "-cp", classpath, "LaneCommits", *args, str(partitions), str(rows)],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in done.stdout.splitlines() if " " in line}
@@ -140,12 +143,7 @@ def test_a_tasks_lanes_start_together_and_every_first_record_is_committed_while_
     over every partition's first row long before those records are committed, where one lane start after another
     made it wait for all 24. The driver's fencing of the 24 ids takes well under the ~20 s one fenceProducers call
     with all of them took. Every record reaches a read_committed reader once before the task ends."""
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac is not None and java is not None, "a JDK is needed"
-    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"
-    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
-    program = Path(__file__).parent / "jvm" / "LaneStarts.java"
-    subprocess.run([javac, "-d", str(tmp_path), "-cp", classpath, str(program)], check=True, timeout=120)
+    java, classpath = _compiled(tmp_path, "LaneStarts")
     tag = uuid.uuid4().hex[:6]
     partitions, rows = 24, 20
     create_topic(source, f"starts{tag}", partitions)
@@ -154,7 +152,7 @@ def test_a_tasks_lanes_start_together_and_every_first_record_is_committed_while_
     args = [target.bootstrap_servers, source.bootstrap_servers, remote, f"starts{tag}",
             f"kmirror-eos/test/starts{tag}/", f"starts{tag}-eos", "run-1"]  # fmt: skip
     done = subprocess.run(
-        [java, "-cp", f"{tmp_path}:{classpath}", "LaneStarts", *args, str(partitions), str(rows)],
+        [java, "-cp", classpath, "LaneStarts", *args, str(partitions), str(rows)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in done.stdout.splitlines() if " " in line}
@@ -176,12 +174,7 @@ def test_two_flows_from_two_source_clusters_in_one_jvm_write_their_offset_syncs_
     topic name (which sent the second flow's syncs to the first flow's cluster: its offsets untranslated there,
     the other cluster's translation fed syncs of a topic it does not hold). The test's source and target clusters
     stand for the two source clusters."""
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac is not None and java is not None, "a JDK is needed"
-    pyspark_jars = Path(pyspark.__file__).parent / "jars" / "*"
-    classpath = ":".join(str(p) for p in [*spark_kafka_jars(), interceptor_jar(), pyspark_jars])
-    program = Path(__file__).parent / "jvm" / "SyncsTwoSources.java"
-    subprocess.run([javac, "-d", str(tmp_path), "-cp", classpath, str(program)], check=True, timeout=120)
+    java, classpath = _compiled(tmp_path, "SyncsTwoSources")
     tag = uuid.uuid4().hex[:6]
     syncs = f"mm2-offset-syncs.t{tag}.internal"
     homes = {"a": source, "b": target}
@@ -193,7 +186,7 @@ def test_two_flows_from_two_source_clusters_in_one_jvm_write_their_offset_syncs_
         args += [home.bootstrap_servers, f"orders{tag}{name}", f"{name}.orders{tag}",
                  f"kmirror-eos/test/{name}{tag}/", f"{name}{tag}-eos"]  # fmt: skip
     done = subprocess.run(
-        [java, "-cp", f"{tmp_path}:{classpath}", "SyncsTwoSources", *args, "300"],
+        [java, "-cp", classpath, "SyncsTwoSources", *args, "300"],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert "TASK ok" in done.stdout, (done.stdout[-3000:], done.stderr[-3000:])
