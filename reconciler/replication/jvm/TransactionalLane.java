@@ -328,25 +328,25 @@ final class TransactionalLane {
     static Admin admin(String side, Map<String, String> settings, String prefix) {
         String key = side + "\u0000" + settings.get("group") + "\u0000" + settings.get(prefix + "bootstrap.servers");
         return ADMINS.computeIfAbsent(key, k -> {
-            Properties props = new Properties();
-            for (Map.Entry<String, String> e : settings.entrySet()) {
-                if (e.getKey().startsWith(prefix)) {
-                    props.put(e.getKey().substring(prefix.length()), e.getValue());
-                }
-            }
-            Properties admin = PartitionLeaders.adminProperties(props);
+            Properties admin = PartitionLeaders.adminProperties(clientProperties(settings, prefix));
             admin.put("client.id", "kmirror-eos-" + side);
             return Admin.create(admin);
         });
     }
 
-    static Properties producerProperties(Map<String, String> settings) {
+    /** The settings under `prefix` (e.g. "producer."), the prefix taken off: a Kafka client's properties. */
+    static Properties clientProperties(Map<String, String> settings, String prefix) {
         Properties props = new Properties();
         for (Map.Entry<String, String> e : settings.entrySet()) {
-            if (e.getKey().startsWith("producer.")) {
-                props.put(e.getKey().substring("producer.".length()), e.getValue());
+            if (e.getKey().startsWith(prefix)) {
+                props.put(e.getKey().substring(prefix.length()), e.getValue());
             }
         }
+        return props;
+    }
+
+    static Properties producerProperties(Map<String, String> settings) {
+        Properties props = clientProperties(settings, "producer.");
         props.put("enable.idempotence", "true");
         props.put("acks", "all");
         props.put("key.serializer", ByteArraySerializer.class.getName());
@@ -968,12 +968,7 @@ final class TransactionalLane {
 
         private SourceSyncs(Map<String, String> settings, String topic) {
             this.topic = topic;
-            Properties props = new Properties();
-            for (Map.Entry<String, String> e : settings.entrySet()) {
-                if (e.getKey().startsWith("syncs.client.")) {
-                    props.put(e.getKey().substring("syncs.client.".length()), e.getValue());
-                }
-            }
+            Properties props = clientProperties(settings, "syncs.client.");
             props.put("client.id", "kmirror-eos-offset-syncs");
             props.put("key.serializer", ByteArraySerializer.class.getName());
             props.put("value.serializer", ByteArraySerializer.class.getName());
@@ -991,13 +986,8 @@ final class TransactionalLane {
          * leaves this map: no log, no message).
          */
         static SourceSyncs of(Map<String, String> settings, String topic) {
-            StringBuilder key = new StringBuilder(topic);
-            new TreeMap<>(settings).forEach((k, v) -> {
-                if (k.startsWith("syncs.client.")) {
-                    key.append('\u0000').append(k).append('=').append(v);
-                }
-            });
-            return ALL.computeIfAbsent(key.toString(), k -> new SourceSyncs(settings, topic));
+            String key = topic + "\u0000" + new TreeMap<>(clientProperties(settings, "syncs.client."));
+            return ALL.computeIfAbsent(key, k -> new SourceSyncs(settings, topic));
         }
 
         void send(byte[] key, byte[] value) {
