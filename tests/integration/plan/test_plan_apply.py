@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from reconciler.state.store import StateStore
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, process_state
 from tests.integration.plan.harness import (
     KMIRROR,
     World,
@@ -26,6 +27,9 @@ from tests.integration.plan.harness import (
 )
 
 pytestmark = pytest.mark.integration
+
+#: `kmirror apply` that freezes itself at one step of its work (see that file).
+STEPPER = Path(__file__).parents[2] / "faults" / "apply_steps.py"
 
 
 @pytest.fixture
@@ -156,26 +160,36 @@ def test_saved_plan_applies_exactly_what_was_reviewed(world: World) -> None:
     assert history["applies"][0]["status"] == "completed"
 
 
-def test_two_applies_started_together_do_not_interleave(world: World) -> None:
+def test_an_apply_started_while_another_holds_the_lock_is_refused_and_the_first_finishes(world: World) -> None:
+    """The first apply is frozen (SIGSTOP, `tests/faults/apply_steps.py`) right after it took the lock and made its
+    plan, so the second starts while it holds the lock for certain: started merely together, the first often
+    finishes its 40 creates before the second begins on a busy machine, and the second then plans nothing."""
     create_topics(world.source, *((f"{world.prefix}t{i}", 1, {}) for i in range(40)))
     spec = world.spec()
     env = {**os.environ, "NO_COLOR": "1"}
-    procs = [
-        subprocess.Popen(
-            [*KMIRROR, "apply", "-f", str(spec), "--auto-approve"],
-            cwd=world.tmp,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    results = [(p.wait(timeout=180), *p.communicate()) for p in procs]
-    codes = sorted(r[0] for r in results)
-    assert codes == [0, 1], results
-    loser = next(r for r in results if r[0] == 1)
-    assert "the state is locked: lock" in loser[2] and "held by" in loser[2]
+    first = subprocess.Popen(
+        [sys.executable, str(STEPPER), "planned", "apply", "-f", str(spec), "--auto-approve"],
+        cwd=world.tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (process_state(first.pid) or "").startswith("T"):  # T: stopped at its step, the lock held
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first apply did not reach its plan within 120 s"
+            time.sleep(0.05)
+        second = world.kmirror("apply", "-f", str(spec), "--auto-approve")
+        assert second.returncode == 1, (second.stdout, second.stderr)
+        assert "the state is locked: lock" in second.stderr and "held by" in second.stderr
+        assert "Apply complete" not in second.stdout
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=180)
+    assert first.returncode == 0, (out, err)
+    assert "applied, 0 failed" in out and "t39 (create) ok" in out
     history = json.loads(world.kmirror("state", "history", "-f", str(spec), "--format", "json", check=True).stdout)
     assert len(history["applies"]) == 1 and history["applies"][0]["status"] == "completed"
     assert world.kmirror("plan", "-f", str(spec), "--detailed-exitcode").returncode == 0
