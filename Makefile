@@ -25,7 +25,10 @@ $(BIN)/kmirror: pyproject.toml
 	touch $@
 
 ## setup: the Python environment and every jar (Kafka 3.9 and 4.x, the Spark Kafka connector), fetched once
+# compileall: kmirror's own bytecode written once. An environment with PYTHONDONTWRITEBYTECODE set (this CI
+# machine's is) otherwise compiles ~150 modules again on every `kmirror` start: 0.8 s against 0.4 s.
 setup: $(BIN)/kmirror
+	$(BIN)/python -m compileall -q reconciler
 	$(BIN)/kmirror dev fetch
 
 ## lint: ruff, mypy (strict; reconciler and benchmarks, the packages in pyproject.toml), import layering, GitHub workflows (actionlint with shellcheck)
