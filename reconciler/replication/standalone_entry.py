@@ -23,6 +23,11 @@ in URI instead, as on YARN (`yarn_entry.py`'s watcher): the spec is fetched from
 folder, the job writes its status there, the watcher copies it to `URI/status.json` and turns `URI/stop.request`
 into the SIGTERM; LOG and STOP are then left out and the driver's output stays in its folder on the worker.
 
+With `--kmirror-application` the driver runs a replication application instead of one flow's job
+(`reconciler.replication.application`: `--folder APP_FOLDER --digest D`, several flows' queries, the application's
+folder on the shared path); LOG is then the application's driver.log and STOP its stop.request, which stops every
+flow's query gracefully.
+
 Must not: hold replication logic; everything else is `reconciler.replication.job.main`.
 """
 
@@ -131,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kmirror-stop-file", type=Path)
     parser.add_argument("--kmirror-env")
     parser.add_argument("--kmirror-folder")
+    parser.add_argument("--kmirror-application", action="store_true")
     args, job_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     if args.kmirror_log is not None:
         fd = os.open(args.kmirror_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -146,6 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ).start()
     if args.kmirror_env:
         use_environment(args.kmirror_env, Path.cwd())
+    if args.kmirror_application:
+        from reconciler.replication.application import main as application_main
+
+        return application_main(job_args)
     if args.kmirror_folder:
         return _run_with_remote_folder(args.kmirror_folder, job_args)
     from reconciler.replication.job import main as job_main

@@ -80,6 +80,9 @@ class StandaloneDeployment(_Deployment):
     master: str | None = None
     #: The URI of the job's Python environment archive, when kmirror shipped one (a folder on HDFS).
     job_environment: str | None = None
+    #: The application (`spark.application`) whose driver runs the flow's query; `submission_id` is then that
+    #: driver's and `folder` the flow's sub-folder of the application's folder. None: a driver of its own.
+    application: str | None = None
 
 
 class YarnDeployment(_Deployment):

@@ -76,6 +76,22 @@ def application_of(record: Deployment | None) -> str | None:
     return record.application if isinstance(record, LocalDeployment) else None
 
 
+def restamp(app: ApplicationFolder, app_digest: str, flow: str) -> None:
+    """Before the application starts with `app_digest` (for `flow`'s deploy): the other flows whose spec runs with
+    the same Spark settings and jars (e.g. only the jars changed) are asked of the new driver; the others (their
+    settings differ: their own deploy in this apply brings the new spec) wait for it, so the new driver starts each
+    flow once, with its new spec, instead of starting it on the old one and restarting it at its deploy."""
+    for name, request in app.requests().items():
+        if name == flow or request.application_digest in (None, app_digest):
+            continue
+        try:
+            runs_here = application_digest(JobSpec.read(request.folder.spec).effective) == app_digest
+        except Exception:  # a spec this version cannot read: its own deploy rewrites it
+            runs_here = False
+        if runs_here:
+            dataclasses.replace(request, application_digest=app_digest).write()
+
+
 @dataclass(frozen=True)
 class AppProcess:
     """An application's driver process as its folder records it."""
@@ -147,19 +163,7 @@ class LocalApplications:
         return record
 
     def _restamp(self, app: ApplicationFolder, app_digest: str, flow: str) -> None:
-        """Before the application starts with `app_digest`: the other flows whose spec runs with the same Spark
-        settings and jars (e.g. only the jars changed) are asked of the new driver; the others (their settings
-        differ: their own deploy in this apply brings the new spec) wait for it, so the new driver starts each
-        flow once, with its new spec, instead of starting it on the old one and restarting it at its deploy."""
-        for name, request in app.requests().items():
-            if name == flow or request.application_digest in (None, app_digest):
-                continue
-            try:
-                runs_here = application_digest(JobSpec.read(request.folder.spec).effective) == app_digest
-            except Exception:  # a spec this version cannot read: its own deploy rewrites it
-                runs_here = False
-            if runs_here:
-                dataclasses.replace(request, application_digest=app_digest).write()
+        restamp(app, app_digest, flow)  # shared with the standalone runner's applications
 
     def _start_application(self, app: ApplicationFolder, spec: EffectiveSpec, app_digest: str, flow: str) -> int:
         runner = self.runner

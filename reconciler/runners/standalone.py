@@ -95,6 +95,7 @@ from reconciler.runners.common import (
 from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.object_store import forget_checkpoint
 from reconciler.runners.rest import DriverStatus, RestClient, create_request
+from reconciler.runners.standalone_apps import StandaloneApplications, application_of
 from reconciler.spec.defaults import DEFAULT_STATE_TOPIC
 from reconciler.spec.models import SparkSpec
 from reconciler.spec.secrets import SecretRef
@@ -137,10 +138,13 @@ class StandaloneJob:
     driver: DriverStatus | None
     checkpoint: str | None = None
     remote_folder: str | None = None  # the side files' folder on HDFS, when they are there
+    #: The application whose driver runs the flow's query (its log is the application's); None: its own driver.
+    application: str | None = None
+    log_path: Path | None = None
 
     @property
     def log(self) -> Path:
-        return self.folder / "driver.log"
+        return self.log_path or self.folder / "driver.log"
 
     @property
     def log_location(self) -> str:
@@ -206,6 +210,7 @@ class StandaloneRunner:
         )
         self.rest = self._client(spark.rest_url)
         self._hadoop: HadoopClient | None = None
+        self.apps = StandaloneApplications(self)
 
     @property
     def hadoop(self) -> HadoopClient:
@@ -272,9 +277,17 @@ class StandaloneRunner:
         message or the log's tail) if the driver ends first or does not come up within `start_timeout`.
         """
         previous = self._previous(flow)
+        if spec.spark.application is not None:  # a query in an application's driver (standalone_apps.py)
+            if application_of(previous) != spec.spark.application:
+                self.stop(flow)  # its own driver, or its query in another application: it moves, on its checkpoint
+            return self.apps.deploy(flow, spec, spec_digest, previous)
         job_spec = JobSpec.for_deploy(flow, spec, spec_digest, self.base_dir, self.state_topic, previous)
         spark = job_spec.spark
         self.stop(flow)
+        if isinstance(previous, StandaloneDeployment) and previous.application is not None:  # moving out of an
+            # application: the flow's own driver gets this state's keyed folder, not the application's sub-folder
+            self.deployments.pop(flow, None)
+            previous = previous.model_copy(update={"folder": None, "application": None})
         checkpoint = checkpoint_for(
             flow, CheckpointRoot.parse(spark.checkpoint_root, self.base_dir), self.state_key, previous
         )
@@ -312,6 +325,9 @@ class StandaloneRunner:
         sid = previous.submission_id if isinstance(previous, StandaloneDeployment) else None
         if previous is None or sid is None:
             return
+        if isinstance(previous, StandaloneDeployment) and previous.application is not None:
+            self.apps.stop(flow, previous)  # only its query: the application's other flows run on
+            return
         folder = self.folder(flow, previous)
         remote = self.remote_folder(flow, previous)
         rest = self._rest_of(previous)
@@ -342,7 +358,9 @@ class StandaloneRunner:
         """Delete the stopped job's checkpoint and its folder's runner record: the flow is gone from the file."""
         previous = self._previous(flow)
         remote = self.remote_folder(flow, previous) if previous is not None else None
-        if previous is not None and remote is not None:
+        if isinstance(previous, StandaloneDeployment) and previous.application is not None:
+            self.apps.forget(flow, previous)
+        elif previous is not None and remote is not None:
             checkpoint = previous.checkpoint
             if checkpoint is not None and checkpoint.startswith("hdfs:"):
                 self.hadoop.delete(checkpoint, recursive=True)
@@ -378,6 +396,8 @@ class StandaloneRunner:
         sid = previous.submission_id if isinstance(previous, StandaloneDeployment) else None
         if previous is None or sid is None:
             return None
+        if isinstance(previous, StandaloneDeployment) and previous.application is not None:
+            return self._app_job(flow, previous, strict=strict)
         folder = self.folder(flow, previous)
         remote = self.remote_folder(flow, previous)
         if remote is not None:
@@ -411,6 +431,42 @@ class StandaloneRunner:
             flow, folder.path, sid, digest, running, state, status.get("app_id"), error, driver, checkpoint, remote
         )
 
+    def _app_job(self, flow: str, record: StandaloneDeployment, *, strict: bool) -> StandaloneJob:
+        """A flow whose query runs in an application (`standalone_apps.py`): its sub-folder, the application's
+        driver as the master reports it."""
+        try:
+            folder, app, driver, running = self.apps.state(flow, record)
+        except JobRunnerError as exc:
+            if strict:
+                raise
+            folder = JobFolder(Path(str(record.folder)))
+            status = read_report(folder.status)
+            unknown = "unknown (REST server unreachable)"
+            return StandaloneJob(
+                flow, folder.path, record.submission_id, status.get("digest") or record.digest, False, unknown,
+                None, str(exc), None, record.checkpoint, application=record.application,
+            )  # fmt: skip
+        status = read_report(folder.status)
+        state: str | None = status.get("state")
+        if not running and state in (None, "starting", "running", "stopping", "restarting"):
+            found = driver.status
+            state = (found.state or "gone").lower() if found is not None and found.found else "gone"
+        error = status.get("error") or (None if running or driver.status is None else driver.status.message)
+        return StandaloneJob(
+            flow,
+            folder.path,
+            driver.submission_id or record.submission_id,
+            status.get("digest") or record.digest,
+            running,
+            state,
+            status.get("app_id"),
+            error,
+            driver.status,
+            record.checkpoint,
+            application=record.application,
+            log_path=app.log,
+        )
+
     # -- plumbing -------------------------------------------------------------------------------------------
     def request(
         self,
@@ -426,16 +482,6 @@ class StandaloneRunner:
     ) -> dict[str, Any]:
         """The CreateSubmissionRequest of the flow's driver (no resolved secret in it). With `shipped`, the driver
         runs the shipped entry and environment (see the module docstring); without, this install's."""
-        import pyspark
-
-        props = spark_properties(spark)
-        if remote is None:  # a folder on HDFS: the driver JVM's log stays in its folder on the worker
-            log4j = f"-Dlog4j2.configurationFile=file:{folder.path / 'log4j2.properties'}"
-            props["spark.driver.extraJavaOptions"] = " ".join(
-                p for p in (props.get("spark.driver.extraJavaOptions", ""), log4j) if p
-            )
-        jars = [_uri(p) for p in (shipped.jars if shipped else [*job_jars(), *filesystem_jars(checkpoint)])]
-        props["spark.jars"] = ",".join([*jars, *filter(None, props.get("spark.jars", "").split(","))])
         if remote is None:
             args = [
                 "--kmirror-log", str(folder.log),
@@ -445,19 +491,45 @@ class StandaloneRunner:
         else:
             args = ["--kmirror-folder", remote, "--spec", f"{remote}/spec.json"]
         args += ["--digest", digest, "--checkpoint", checkpoint]
+        if resume_from_syncs:
+            args.append("--resume-from-syncs")
+        # a folder on HDFS: the driver JVM's log stays in its folder on the worker
+        log4j = folder.path / "log4j2.properties" if remote is None else None
+        return self.submission(f"kmirror-{flow}", spark, args, checkpoint, shipped=shipped, log4j=log4j)
+
+    def submission(
+        self,
+        app_name: str,
+        spark: SparkSpec,
+        args: list[str],
+        checkpoint: str,
+        *,
+        shipped: ShippedJob | None,
+        log4j: Path | None,
+    ) -> dict[str, Any]:
+        """The CreateSubmissionRequest of a driver running `standalone_entry.py args`: a flow's job (`request`) or an
+        application's (`standalone_apps.py`); its jars are the job's and `checkpoint`'s filesystem's."""
+        import pyspark
+
+        props = spark_properties(spark)
+        if log4j is not None:
+            option = f"-Dlog4j2.configurationFile=file:{log4j}"
+            props["spark.driver.extraJavaOptions"] = " ".join(
+                p for p in (props.get("spark.driver.extraJavaOptions", ""), option) if p
+            )
+        jars = [_uri(p) for p in (shipped.jars if shipped else [*job_jars(), *filesystem_jars(checkpoint)])]
+        props["spark.jars"] = ",".join([*jars, *filter(None, props.get("spark.jars", "").split(","))])
         if shipped is not None:
             props["spark.archives"] = f"{_uri(shipped.archive)}#{_ENV_DIR}"
             executor_python, driver_python = f"./{_ENV_DIR}/bin/python", shipped.python
             props["spark.pyspark.python"], props["spark.pyspark.driver.python"] = executor_python, driver_python
-            args += ["--kmirror-env", str(shipped.archive)]
+            args = [*args, "--kmirror-env", str(shipped.archive)]
         else:
             props.setdefault("spark.pyspark.python", self.python)
             props.setdefault("spark.pyspark.driver.python", self.python)
             executor_python = driver_python = self.python
-        if resume_from_syncs:
-            args.append("--resume-from-syncs")
         return create_request(
-            app_name=f"kmirror-{flow}",
+            app_name=app_name,
             entry=_uri(shipped.entry) if shipped else ENTRY,
             python_file=_USER_JAR if shipped else None,
             app_args=args,
@@ -546,7 +618,8 @@ class StandaloneRunner:
         folder = root.job_folder(self.state_key, flow)
         if folder is not None:
             written = read_json(folder.runner)
-            return deployment_of(written) if written else None
+            found = [r for r in (deployment_of(written) if written else None, self.apps.written(flow)) if r]
+            return max(found, key=lambda r: r.started_at or 0.0) if found else None
         try:
             data = self.hadoop.read(f"{yarn_folder(root, self.state_key, flow)}/runner.json")
             found = json.loads(data) if data else {}
@@ -559,6 +632,7 @@ class StandaloneRunner:
         folder = self._folders().job_folder(self.state_key, "x")
         if folder is not None and folder.path.parent.is_dir():
             flows |= {p.name for p in folder.path.parent.iterdir() if (p / "runner.json").is_file()}
+            flows |= self.apps.flows()
         return sorted(flows)
 
     def _rest_of(self, record: Deployment) -> RestClient:

@@ -41,7 +41,7 @@ from reconciler.core.policy.filters import (
     topic_matches,
 )
 from reconciler.core.policy.naming import ReplicationPolicy, template_problems
-from reconciler.jobcontract.layout import checkpoint_root_problem
+from reconciler.jobcontract.layout import OBJECT_STORE_SCHEMES, checkpoint_root_problem, scheme_of
 from reconciler.spec import defaults
 from reconciler.spec.byte_rates import ByteRate
 from reconciler.spec.durations import Duration
@@ -179,13 +179,16 @@ class SparkSpec(SpecModel):
         default=None,
         description="Run every flow as one streaming query of the Spark application NAME (one driver for all; see "
         "docs/applications.md) instead of a Spark application per flow (the default). A flow's own "
-        "spark.application overrides it. deploy 'local' only, for now.",
+        "spark.application overrides it. deploy 'local', or 'standalone' with the jobs' folders on a shared path "
+        "(not yet yarn, nor an hdfs: folder root).",
     )
 
     @model_validator(mode="after")
     def _master_matches_deploy(self) -> SparkSpec:
-        if self.application is not None and self.deploy != "local":
-            raise ValueError(APPLICATION_DEPLOY_PROBLEM.format(where="spark.application", deploy=self.deploy))
+        if self.application is not None:
+            problem = application_deploy_problem(self, "spark.application")
+            if problem is not None:
+                raise ValueError(problem)
         if self.deploy == "local" and self.master is not None and not self.master.startswith("local"):
             raise ValueError(f"deploy 'local' needs master 'local[N]' (or none: kmirror sizes it), got {self.master!r}")
         if self.deploy == "yarn" and self.master not in (None, "yarn"):
@@ -440,10 +443,30 @@ class HeartbeatsSpec(SpecModel):
         return value
 
 
-APPLICATION_DEPLOY_PROBLEM = (
-    "{where} needs deploy 'local' for now (deploy {deploy!r} runs one Spark application per flow): remove {where}, "
-    "or use deploy 'local'"
-)
+def application_deploy_problem(spark: SparkSpec, where: str) -> str | None:
+    """Why `spark` cannot run flows as queries of one application (`where`: the key that asks), or None.
+
+    Deploy 'local' keeps the application's folder on this host; 'standalone' keeps it beside the jobs' folders,
+    which the driver on its worker reads directly: a shared path (an hdfs: folder root is not mirrored yet).
+    """
+    if spark.deploy == "local":
+        return None
+    if spark.deploy != "standalone":
+        return (
+            f"{where} needs deploy 'local' or 'standalone' for now (deploy {spark.deploy!r} runs one Spark "
+            f"application per flow): remove {where}, or use deploy 'local' or 'standalone'"
+        )
+    folders = spark.checkpoint_root
+    if scheme_of(folders) in OBJECT_STORE_SCHEMES and spark.job_folder_root:
+        folders = spark.job_folder_root
+    if scheme_of(folders) not in (None, "file"):
+        key = "job_folder_root" if folders == spark.job_folder_root else "checkpoint_root"
+        return (
+            f"{where} with deploy 'standalone' needs the jobs' folders on a path every worker and every machine "
+            f"running kmirror shares (the application's driver reads its flows' requests there), but {key} is "
+            f"{folders!r}: give an absolute path or file: URI for {key}, or remove {where} (one driver per flow)"
+        )
+    return None
 
 
 class FlowSparkSpec(SpecModel):
@@ -605,13 +628,15 @@ class DesiredState(SpecModel):
 
     @field_validator("flows")
     @classmethod
-    def _applications_need_local(cls, flows: tuple[FlowSpec, ...], info: ValidationInfo) -> tuple[FlowSpec, ...]:
+    def _applications_need_their_runner(cls, flows: tuple[FlowSpec, ...], info: ValidationInfo) -> tuple[FlowSpec, ...]:
         spark = info.data.get("spark")
-        deploy = spark.deploy if isinstance(spark, SparkSpec) else "local"
+        if not isinstance(spark, SparkSpec):
+            return flows
         for flow in flows:
-            if flow.spark is not None and flow.spark.application is not None and deploy != "local":
-                where = f"flows[{flow.name}].spark.application"
-                raise ValueError(APPLICATION_DEPLOY_PROBLEM.format(where=where, deploy=deploy))
+            if flow.spark is not None and flow.spark.application is not None:
+                problem = application_deploy_problem(spark, f"flows[{flow.name}].spark.application")
+                if problem is not None:
+                    raise ValueError(problem)
         return flows
 
     def application_of(self, flow: FlowSpec) -> str | None:
