@@ -128,7 +128,9 @@ def plan_jobs(
             where += f"; runs on YARN as a cluster-mode application, checkpoint on {desired.spark.checkpoint_root}"
         elif desired.spark.deploy == "standalone":  # the master that supervises the driver
             master = desired.spark.master
-            where += f"; runs on the Spark standalone master {master} as a supervised driver, checkpoint on "
+            application = desired.application_of(flow)
+            driver = f"in application {application}'s supervised driver" if application else "as a supervised driver"
+            where += f"; runs on the Spark standalone master {master} {driver}, checkpoint on "
             where += desired.spark.checkpoint_root
 
         def change(action: Action, operation: JobOperation, reason: str, moved_from: str | None = None) -> JobChange:
