@@ -7,7 +7,10 @@ In file order, on one deployment: apply deploys two flows (a, b) of one cluster 
 driver on the worker, and both copy their records; a fresh copy of the file in another folder plans no change
 (`plan --detailed-exitcode` exits 0) and its apply starts no second driver; b's topics change: the plan says b
 restarts and a keeps running, the master runs the same driver, only b's query starts again, and a's records keep
-arriving with none lost and none twice; b leaves the file: only its query stops, a runs on in the same driver; a
+arriving with none lost and none twice; a change to the application's own Spark settings stops its driver
+gracefully (FINISHED) and submits one new driver for both flows, nothing lost or copied twice; a driver JVM killed
+with SIGKILL is launched again by the master with no apply, and both flows' queries run again in it, nothing lost;
+b leaves the file: only its query stops, a runs on in the same driver; a
 leaves the file, the last flow: the application's driver ends (FINISHED on the master, not launched again).
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -34,9 +38,10 @@ from reconciler.devenv.spark_standalone import StandaloneCluster
 from reconciler.jobcontract.job_report import read_report
 from reconciler.plan.definition import JobChange, Plan
 from reconciler.runners import FlowRunners, StandaloneJob
+from reconciler.runners.rest import RestClient
 from reconciler.spec.loader import load_desired_state
 from reconciler.spec.models import DesiredState
-from tests.conftest import KafkaCluster
+from tests.conftest import KafkaCluster, process_state
 from tests.integration.replication.conftest import SequenceProducer, create_topic, end_offsets, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -76,6 +81,7 @@ class Fleet:
     cluster: StandaloneCluster
     tag: str
     shared: Path  # the checkpoint root every checkout and the worker share
+    conf: str = ""  # more of the application's Spark settings
 
     def topic(self, flow: str, name: str) -> str:
         return f"sap{flow}{self.tag}.{name}"
@@ -106,7 +112,7 @@ spark:
   checkpoint_root: "{self.shared}"
   application: {APPLICATION}
   conf: {{spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1,
-          spark.driver.memory: 768m}}
+          spark.driver.memory: 768m{self.conf}}}
 flows:{body if flows else " []"}
 """)
         return load_desired_state(self.base / "kmirror.yaml")
@@ -190,7 +196,7 @@ def copied(fleet: Fleet, desired: DesiredState, flow: str, topic: str) -> int:
 @pytest.mark.timeout(420)
 def test_two_flows_run_as_queries_of_one_driver_on_a_worker_without_kmirror(fleet: Fleet) -> None:
     a_topic, b_topic = fleet.topic("a", "orders"), fleet.topic("b", "orders")
-    for name in (a_topic, fleet.topic("a", "live"), b_topic, fleet.topic("b", "extra")):
+    for name in (a_topic, fleet.topic("a", "live"), fleet.topic("a", "killed"), b_topic, fleet.topic("b", "extra")):
         create_topic(fleet.source, name, 2)
     produce(fleet.source, a_topic, 300)
     produce(fleet.source, b_topic, 200)
@@ -266,6 +272,61 @@ def test_a_change_to_one_flow_restarts_only_its_query_in_the_same_driver(fleet: 
 
 
 @pytest.mark.timeout(420)
+def test_the_applications_own_settings_redeploy_it_gracefully_with_nothing_lost(fleet: Fleet) -> None:
+    before = load_desired_state(fleet.base / "kmirror.yaml")
+    old = fleet.job(before, "a").submission_id
+    assert old is not None
+    a_topic = fleet.topic("a", "orders")
+    fleet.conf = ', spark.kmirror.restartBackoffMaxMs: "20000"'
+    changed = fleet.both(rf"sapb{fleet.tag}\..*")
+    rows = job_rows(operations.make_plan(changed))
+    assert set(rows) == {"a", "b"}, rows
+    said = f"application {APPLICATION} redeploys (its Spark settings changed): flows a and b restart"
+    assert said in rows["a"].reason, rows["a"].reason
+    seconds = apply(changed)
+    print(f"standalone application: redeploy of the application took {seconds:.1f}s")
+    a, b = fleet.job(changed, "a"), fleet.job(changed, "b")
+    assert a.running and b.running and a.submission_id == b.submission_id != old
+    assert active_drivers(fleet.cluster) == [a.submission_id]  # one driver: the new one
+    assert RestClient(fleet.cluster.rest_url).status(old).state == "FINISHED"  # stopped gracefully, not killed
+    produce(fleet.source, a_topic, 50)
+    wait_for("a's 50 new records", lambda: copied(fleet, changed, "a", a_topic) >= 350)
+    time.sleep(2)
+    assert copied(fleet, changed, "a", a_topic) == 350  # nothing lost and nothing copied twice across the redeploy
+    assert job_rows(operations.make_plan(changed)) == {}
+
+
+@pytest.mark.timeout(420)
+def test_a_killed_driver_is_launched_again_by_the_master_with_every_flow(fleet: Fleet) -> None:
+    desired = load_desired_state(fleet.base / "kmirror.yaml")
+    live = fleet.topic("a", "killed")  # a stream of its own: its sequence numbers meet no earlier stream's
+    remote = desired.flow("a").remote_topic(live)
+    a = fleet.job(desired, "a")
+    app_status = a.folder.parent / "status.json"
+    with SequenceProducer(fleet.source, live, 2, per_round=20) as stream:
+        wait_for("a copies the live stream", lambda: stream.copied(fleet.target, remote) > 100)
+        python = read_report(app_status)["pid"]
+        jvm = int(Path(f"/proc/{python}/stat").read_text().rpartition(")")[2].split()[1])  # its parent
+        killed_at = time.monotonic()
+        os.kill(jvm, signal.SIGKILL)
+        wait_for("the application's Python to end with its JVM", lambda: process_state(python) is None, timeout=15)
+
+        def relaunched() -> bool:
+            pid = read_report(app_status).get("pid")
+            reports = [read_report(fleet.job(desired, f).folder / "status.json") for f in ("a", "b")]
+            return pid != python and all(r.get("state") == "running" and r.get("pid") == pid for r in reports)
+
+        wait_for("the master to launch the application's driver again", relaunched, timeout=180)
+        print(f"standalone application: driver killed, both flows running again after "
+              f"{time.monotonic() - killed_at:.1f}s with no apply")  # fmt: skip
+        assert fleet.job(desired, "a").submission_id == a.submission_id  # the same supervised driver, relaunched
+        assert job_rows(operations.make_plan(desired)) == {}
+        time.sleep(3)
+    total, duplicates = stream.check(fleet.target, remote)
+    print(f"standalone application kill -9, relaunched by the master: {total} records, none lost, {duplicates} dup")
+
+
+@pytest.mark.timeout(420)
 def test_a_removed_flow_stops_only_its_query_and_the_last_one_ends_the_driver(fleet: Fleet) -> None:
     desired = load_desired_state(fleet.base / "kmirror.yaml")
     sid = fleet.job(desired, "a").submission_id
@@ -277,7 +338,7 @@ def test_a_removed_flow_stops_only_its_query_and_the_last_one_ends_the_driver(fl
     assert a.running and a.submission_id == sid and active_drivers(fleet.cluster) == [sid]
     assert read_report(a.folder.parent / "status.json")["flows"] == ["a"]
     produce(fleet.source, fleet.topic("a", "orders"), 10)
-    wait_for("a copies on", lambda: copied(fleet, only_a, "a", fleet.topic("a", "orders")) >= 310)
+    wait_for("a copies on", lambda: copied(fleet, only_a, "a", fleet.topic("a", "orders")) >= 360)
 
     none = fleet.write({})
     rows = job_rows(operations.make_plan(none))
