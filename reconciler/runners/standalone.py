@@ -40,6 +40,10 @@ job. So the driver runs `standalone_entry.py`, which watches `stop.request` and 
 when it appears: the job finishes the batch in flight, stops its query and exits 0 (driver FINISHED, not
 relaunched). After `stop_timeout` the runner falls back to the kill endpoint.
 
+Applications (`spark.application`): a flow's query in one supervised driver shared with other flows, its folder a
+sub-folder of the application's folder on the shared path (`standalone_apps.py`); `deploy`, `stop`, `forget` and
+`job` hand such a flow to it.
+
 Secrets: the request carries only PYSPARK_PYTHON/PYSPARK_DRIVER_PYTHON and Spark settings without references.
 `${env:..}` values are never sent: the master keeps (and with a recovery mode, persists) the driver's
 description. The driver resolves references from the worker's environment (set them in the worker's
