@@ -186,6 +186,13 @@ def produce(cluster: KafkaCluster, topic: str, count: int) -> None:
     assert producer.flush(30) == 0
 
 
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def copied(fleet: Fleet, desired: DesiredState, flow: str, topic: str) -> int:
     try:
         return sum(end_offsets(fleet.target, desired.flow(flow).remote_topic(topic)).values())
@@ -224,6 +231,9 @@ def test_two_flows_run_as_queries_of_one_driver_on_a_worker_without_kmirror(flee
     assert (cwd / "kmirror-env" / "pyvenv.cfg").is_file()
     worker_env = Path(f"/proc/{fleet.cluster.worker_pid}/environ").read_bytes().split(b"\0")
     assert not any(item.startswith((b"PYTHONPATH=", b"VIRTUAL_ENV=")) for item in worker_env)
+    jvm = int(Path(f"/proc/{app['pid']}/stat").read_text().rpartition(")")[2].split()[1])  # its parent
+    print(f"standalone application: one driver for both flows, resident {rss_mib(jvm):.0f} MiB (JVM) + "
+          f"{rss_mib(app['pid']):.0f} MiB (Python)")  # fmt: skip
     status = operations.job_status(desired, fleet.runner(desired)).jobs
     assert status["a"].running and status["b"].running
     assert status["b"].spec_digest == desired.flow_digest("b")
