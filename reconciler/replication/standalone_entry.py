@@ -153,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.kmirror_env:
         use_environment(args.kmirror_env, Path.cwd())
     if args.kmirror_application:
+        if args.kmirror_folder:
+            return _run_application_with_remote_folder(args.kmirror_folder, job_args)
         from reconciler.replication.application import main as application_main
 
         return application_main(job_args)
@@ -170,6 +172,43 @@ def _run_with_remote_folder(folder: str, job_args: list[str]) -> int:
     at = job_args.index("--spec") + 1
     job_args[at] = str(fetch(job_args[at], Path("spec.json").resolve()))
     return run_job_with_side_files(SideFiles(folder), job_args)
+
+
+def _run_application_with_remote_folder(folder: str, app_args: list[str]) -> int:
+    """The application with its folder on HDFS (`folder`, a URI): run on a local copy in the driver's folder, kept in
+    step every second by `app_mirror.FolderMirror`; `folder`/stop.request stops it (SIGTERM, every flow gracefully)."""
+    from reconciler.replication.app_mirror import FolderMirror
+    from reconciler.replication.application import main as application_main
+    from reconciler.replication.yarn_entry import POLL_SECONDS as MIRROR_SECONDS
+    from reconciler.replication.yarn_entry import SideFiles
+
+    files = SideFiles(folder)
+    local = (Path("kmirror-apps") / folder.rstrip("/").rpartition("/")[2]).resolve()
+    mirror = FolderMirror(files, local)
+    mirror.pull()  # the requests are there before the driver first looks
+    stopping = threading.Event()
+
+    def keep_in_step() -> None:
+        signalled = False
+        while not stopping.wait(MIRROR_SECONDS):
+            mirror.step()
+            try:
+                if not signalled and files.exists("stop.request"):
+                    signalled = True
+                    os.kill(os.getpid(), signal.SIGTERM)
+            except Exception:  # the NameNode away for a moment: looked at again next time
+                pass
+
+    thread = threading.Thread(target=keep_in_step, name="kmirror-app-mirror", daemon=True)
+    thread.start()
+    at = app_args.index("--folder") + 1
+    app_args[at] = str(local)
+    try:
+        return application_main(app_args)
+    finally:
+        stopping.set()
+        thread.join(timeout=10)
+        mirror.push()  # the last status: stopped, failed
 
 
 if __name__ == "__main__":

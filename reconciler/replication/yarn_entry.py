@@ -58,9 +58,35 @@ class SideFiles:
     def exists(self, name: str) -> bool:
         return bool(self.fs.exists(self.path(name)))
 
+    def listing(self, name: str = "") -> dict[str, tuple[bool, int]]:
+        """The entries of the folder `name` (this folder when empty): name -> (is a folder, modification time ms);
+        empty when it does not exist."""
+        path = self.path(name) if name else self._jvm.org.apache.hadoop.fs.Path(self.folder)
+        if not self.fs.exists(path):
+            return {}
+        return {
+            str(s.getPath().getName()): (bool(s.isDirectory()), int(s.getModificationTime()))
+            for s in self.fs.listStatus(path)
+        }
+
+    def read(self, name: str) -> bytes | None:
+        """The bytes of `name`, None when it does not exist."""
+        path = self.path(name)
+        if not self.fs.exists(path):
+            return None
+        stream = self.fs.open(path)
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def delete(self, name: str) -> None:
+        self.fs.delete(self.path(name), False)
+
     def put(self, name: str, data: bytes) -> None:
         """Write `name` whole: a temporary file renamed over it (readers see the old or the new record)."""
-        tmp = self.path(f".{name}.{os.getpid()}.tmp")
+        folder, _, base = name.rpartition("/")
+        tmp = self.path(f"{folder}/.{base}.{os.getpid()}.tmp" if folder else f".{base}.{os.getpid()}.tmp")
         out = self.fs.create(tmp, True)
         try:
             out.write(bytearray(data))

@@ -124,6 +124,19 @@ class HadoopClient:
                 return False
             raise JobRunnerError(f"WebHDFS could not look up {uri}: HTTP {exc.code} {_message(exc)}") from None
 
+    def listing(self, uri: str) -> dict[str, bool]:
+        """The entries of the folder `uri`: name -> whether it is a folder; empty when it does not exist."""
+        try:
+            with self._open("GET", uri, "LISTSTATUS") as resp:
+                statuses = json.loads(resp.read())["FileStatuses"]["FileStatus"]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return {}
+            raise JobRunnerError(f"WebHDFS could not list {uri}: HTTP {exc.code} {_message(exc)}") from None
+        except (ValueError, KeyError) as exc:
+            raise JobRunnerError(f"WebHDFS could not list {uri}: {exc}") from None
+        return {str(s["pathSuffix"]): s.get("type") == "DIRECTORY" for s in statuses}
+
     def write(self, uri: str, data: bytes) -> None:
         """Create or overwrite the file (owner-only permissions); its folder is made if missing."""
         try:

@@ -467,6 +467,7 @@ class StandaloneRunner:
             error,
             driver.status,
             record.checkpoint,
+            record.folder if record.folder and "://" in record.folder else None,  # on HDFS: its log is on the worker
             application=record.application,
             log_path=app.log,
         )

@@ -41,7 +41,7 @@ from reconciler.jobcontract.application import (
     request_path,
 )
 from reconciler.jobcontract.job_report import LIVE_STATES, read_report
-from reconciler.jobcontract.layout import CheckpointRoot, JobFolder
+from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
 from reconciler.resources.deployments import Deployment, StandaloneDeployment, deployment_of, mark_stopped
 from reconciler.runners.common import (
@@ -56,6 +56,7 @@ from reconciler.runners.common import (
     write_json,
     write_private,
 )
+from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.local_apps import application_digest, restamp
 from reconciler.runners.rest import DriverStatus, RestClient
 
@@ -83,6 +84,42 @@ class AppDriver:
         return self.status is not None and self.status.active
 
 
+@dataclass(frozen=True)
+class RemoteCopy:
+    """This host's copy of an application's folder that lives on HDFS (`uri`), read and written through WebHDFS:
+    the runner works on the copy (`local`), pulling what the driver wrote and pushing what it wrote itself."""
+
+    hadoop: HadoopClient
+    uri: str
+    local: ApplicationFolder
+
+    def pull(self, *, specs: bool = False) -> None:
+        """The application's runner and status records and each flow's status, runner record, request and stop
+        request (and spec, with `specs`), as they are on HDFS."""
+        names = ["runner.json", "status.json"]
+        for flow, is_dir in sorted(self.hadoop.listing(self.uri).items()):
+            if is_dir and not flow.startswith((".", "_")):
+                names += [f"{flow}/{n}" for n in ("status.json", "runner.json", "request.json", STOP_FILE)]
+                names += [f"{flow}/spec.json"] if specs else []
+        for name in names:
+            data = self.hadoop.read(f"{self.uri}/{name}")
+            path = self.local.path / name
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+
+    def push(self, *names: str) -> None:
+        """The local files `names` (relative to the application's folder) to HDFS; one that is gone is deleted."""
+        for name in names:
+            path = self.local.path / name
+            if path.is_file():
+                self.hadoop.write(f"{self.uri}/{name}", path.read_bytes())
+            else:
+                self.hadoop.delete(f"{self.uri}/{name}")
+
+
 class StandaloneApplications:
     """Deploy, stop and report flows that run in applications on a standalone cluster; see the module docstring."""
 
@@ -91,19 +128,31 @@ class StandaloneApplications:
 
     @property
     def jobs_dir(self) -> Path:
-        """This state's folder of job folders on the shared path."""
+        """This state's folder of job folders: on the shared path, or this host's copies of those on HDFS."""
         folder = self.runner._folders().job_folder(self.runner.state_key, APPLICATIONS)
         if folder is None:
-            raise JobRunnerError(
-                f"spark.application with deploy 'standalone' needs the jobs' folders on a shared path, but "
-                f"spark.checkpoint_root is {self.runner.spark.checkpoint_root!r}; give an absolute path or file: URI"
-            )
+            return local_job_folder(self.runner.state_key, APPLICATIONS).path.parent
         return folder.path.parent
 
     def folder(self, application: str) -> ApplicationFolder:
         return application_folder(self.jobs_dir, application)
 
-    def driver(self, app: ApplicationFolder) -> AppDriver:
+    def remote(self, app: ApplicationFolder) -> RemoteCopy | None:
+        """The application's folder on HDFS, when the jobs' folders are there (not a shared path)."""
+        root = self.runner._folders()
+        if root.path is not None:
+            return None
+        uri = f"{yarn_folder(root, self.runner.state_key, APPLICATIONS)}/{app.name}"
+        return RemoteCopy(self.runner.hadoop, uri, app)
+
+    def _refresh(self, app: ApplicationFolder) -> None:
+        remote = self.remote(app)
+        if remote is not None:
+            remote.pull()
+
+    def driver(self, app: ApplicationFolder, *, refresh: bool = True) -> AppDriver:
+        if refresh:
+            self._refresh(app)
         record = read_json(app.runner)
         sid, url, digest = record.get("submission_id"), record.get("rest_url"), record.get("digest")
         if not isinstance(sid, str):
@@ -130,22 +179,31 @@ class StandaloneApplications:
         if "://" not in checkpoint:
             Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
         app_digest = application_digest(spec)
-        driver = self.driver(app)
+        remote = self.remote(app)
+        if remote is not None:
+            remote.pull(specs=True)
+        driver = self.driver(app, refresh=False)
         if driver.running and driver.digest != app_digest:
             self._stop_application(app, driver, f"its Spark settings or jars changed (flow {flow} brings them)")
             driver = self.driver(app)
         if not driver.running:
             restamp(app, app_digest, flow)
+            if remote is not None:
+                remote.push(*(f"{name}/request.json" for name in app.requests() if name != flow))
         folder.path.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             folder.stop.unlink()
         job_spec.write(folder.spec)
         resume = checkpoint_missing(checkpoint, previous) is not False
         FlowRequest(flow, folder, spec_digest, checkpoint, resume, app_digest).write()
+        if remote is not None:  # the spec before its request, as the driver's mirror copies them
+            remote.push(f"{flow}/{STOP_FILE}", f"{flow}/spec.json", f"{flow}/request.json")
         sid = driver.submission_id if driver.running else self._start_application(app, job_spec, app_digest, flow)
         assert sid is not None
         record = self._record(flow, app, sid, job_spec, checkpoint)
         write_json(folder.runner, record.model_dump(mode="json"))
+        if remote is not None:
+            remote.push(f"{flow}/runner.json")
         runner.deployments[flow] = record
         self._wait_running(app, flow, job_spec, app_digest)
         return self.written(flow) or record
@@ -160,7 +218,7 @@ class StandaloneApplications:
             digest=job_spec.digest,
             rest_url=str(written.get("rest_url") or self.runner.rest.url),
             master=job_spec.spark.master,
-            folder=str(app.flow(flow).path),
+            folder=f"{remote.uri}/{flow}" if (remote := self.remote(app)) else str(app.flow(flow).path),
             checkpoint=checkpoint,
             eos_flow=job_spec.eos_name,
             generation=job_spec.generation,
@@ -180,17 +238,19 @@ class StandaloneApplications:
         for stale in (app.status, app.path / STOP_FILE):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
-        log4j = app.path / "log4j2.properties"
-        write_private(log4j, log4j2_properties("file", app.log))
+        remote = self.remote(app)
         checkpoint = spark.checkpoint_root
         shipped = runner.ship(runner._folders(spark), spark, checkpoint)
-        args = [
-            "--kmirror-log", str(app.log),
-            "--kmirror-stop-file", str(app.path / STOP_FILE),
-            "--kmirror-application",
-            "--folder", str(app.path),
-            "--digest", app_digest,
-        ]  # fmt: skip
+        if remote is None:
+            log4j: Path | None = app.path / "log4j2.properties"
+            write_private(app.path / "log4j2.properties", log4j2_properties("file", app.log))
+            where = ["--kmirror-log", str(app.log), "--kmirror-stop-file", str(app.path / STOP_FILE)]
+            folder = str(app.path)
+        else:  # the driver's output stays in its folder on the worker; its mirror keeps the folder in step
+            log4j = None
+            remote.push("status.json", STOP_FILE)
+            where, folder = ["--kmirror-folder", remote.uri], remote.uri
+        args = [*where, "--kmirror-application", "--folder", folder, "--digest", app_digest]
         request = runner.submission(f"kmirror-app-{app.name}", spark, args, checkpoint, shipped=shipped, log4j=log4j)
         rest = runner._client(spark.rest_url) if spark.rest_url else runner.rest
         with app.log.open("ab") as out:
@@ -208,6 +268,8 @@ class StandaloneApplications:
                 **({"job_environment": str(shipped.archive)} if shipped else {}),
             },
         )
+        if remote is not None:
+            remote.push("runner.json")
         return sid
 
     def _wait_running(self, app: ApplicationFolder, flow: str, job_spec: JobSpec, app_digest: str) -> None:
@@ -243,6 +305,8 @@ class StandaloneApplications:
                     record = record.model_copy(update={"submission_id": sid})
                     write_json(folder.runner, record.model_dump(mode="json"))
                     self.runner.deployments[flow] = record
+                    if (remote := self.remote(app)) is not None:
+                        remote.push(f"{flow}/runner.json")
             time.sleep(0.5)
         raise JobRunnerError(
             f"flow {flow} did not report running in application {app.name} within "
@@ -255,8 +319,13 @@ class StandaloneApplications:
         """Stop only the flow's query (gracefully: a stop request the application honours); the others run on."""
         app = self._folder_of(flow, record)
         folder = app.flow(flow)
+        remote = self.remote(app)
+        if remote is not None:
+            remote.pull()
         if folder.path.is_dir():
             write_private(folder.stop, f"stop requested at {now()}\n")
+            if remote is not None:
+                remote.push(f"{flow}/{STOP_FILE}")
         deadline = time.monotonic() + self.runner.stop_timeout
         while self.driver(app).running:
             hosted = read_json(app.status).get("flows")
@@ -274,6 +343,8 @@ class StandaloneApplications:
             stopped = mark_stopped(deployment_of(written), time.time())
             write_json(folder.runner, stopped.model_dump(mode="json"))
             self.runner.deployments[flow] = stopped
+            if remote is not None:
+                remote.push(f"{flow}/runner.json")
 
     def _stop_application(self, app: ApplicationFolder, driver: AppDriver, why: str) -> None:
         """Stop the whole application gracefully (every flow's batch finishes); kill it after the timeout."""
@@ -283,6 +354,8 @@ class StandaloneApplications:
         with contextlib.suppress(FileNotFoundError), app.log.open("ab") as out:
             out.write(f"===== kmirror: stopping application {app.name}: {why} at {now()} =====\n".encode())
         write_private(app.path / STOP_FILE, f"{driver.submission_id} {time.time()}\n")
+        if (remote := self.remote(app)) is not None:
+            remote.push(STOP_FILE)
         if not self.runner._wait_inactive(rest, driver.submission_id, self.runner.stop_timeout):
             rest.kill(driver.submission_id)
             if not self.runner._wait_inactive(rest, driver.submission_id, 30):
@@ -292,14 +365,20 @@ class StandaloneApplications:
 
     def forget(self, flow: str, record: StandaloneDeployment) -> None:
         """The flow left the file: its request, checkpoint and runner record go."""
-        folder = self._folder_of(flow, record).flow(flow)
+        app = self._folder_of(flow, record)
+        folder = app.flow(flow)
         with contextlib.suppress(FileNotFoundError):
             request_path(folder).unlink()
         forget_job(folder, record)
+        remote = self.remote(app)
+        if remote is not None:
+            remote.push(f"{flow}/request.json", f"{flow}/runner.json")
+            if record.checkpoint is not None and record.checkpoint.startswith("hdfs:"):
+                self.runner.hadoop.delete(record.checkpoint, recursive=True)
 
     # -- status -----------------------------------------------------------------------------------------------
     def flows(self) -> set[str]:
-        """Flows with a runner record in any application folder of this state."""
+        """Flows with a runner record in any application folder of this state (on the shared path)."""
         base = self.jobs_dir / APPLICATIONS
         return {p.parent.name for p in base.glob("*/*/runner.json")} if base.is_dir() else set()
 
@@ -320,7 +399,7 @@ class StandaloneApplications:
         does and was not asked to stop it)."""
         app = self._folder_of(flow, record)
         folder = app.flow(flow)
-        driver = self.driver(app)
+        driver = self.driver(app)  # refreshed from HDFS first, when the folder is there
         state = read_report(folder.status).get("state")
         live = driver.running and FlowRequest.read(folder) is not None and state != "stopped"
         return folder, app, driver, live

@@ -41,7 +41,7 @@ from reconciler.core.policy.filters import (
     topic_matches,
 )
 from reconciler.core.policy.naming import ReplicationPolicy, template_problems
-from reconciler.jobcontract.layout import OBJECT_STORE_SCHEMES, checkpoint_root_problem, scheme_of
+from reconciler.jobcontract.layout import checkpoint_root_problem
 from reconciler.spec import defaults
 from reconciler.spec.byte_rates import ByteRate
 from reconciler.spec.durations import Duration
@@ -179,8 +179,7 @@ class SparkSpec(SpecModel):
         default=None,
         description="Run every flow as one streaming query of the Spark application NAME (one driver for all; see "
         "docs/applications.md) instead of a Spark application per flow (the default). A flow's own "
-        "spark.application overrides it. deploy 'local', or 'standalone' with the jobs' folders on a shared path "
-        "(not yet yarn, nor an hdfs: folder root).",
+        "spark.application overrides it. deploy 'local' or 'standalone' (not yet yarn).",
     )
 
     @model_validator(mode="after")
@@ -446,27 +445,15 @@ class HeartbeatsSpec(SpecModel):
 def application_deploy_problem(spark: SparkSpec, where: str) -> str | None:
     """Why `spark` cannot run flows as queries of one application (`where`: the key that asks), or None.
 
-    Deploy 'local' keeps the application's folder on this host; 'standalone' keeps it beside the jobs' folders,
-    which the driver on its worker reads directly: a shared path (an hdfs: folder root is not mirrored yet).
+    Deploy 'local' keeps the application's folder on this host; 'standalone' keeps it beside the jobs' folders (a
+    shared path the driver reads, or HDFS, which the driver mirrors into its working folder). YARN: not yet.
     """
-    if spark.deploy == "local":
+    if spark.deploy in ("local", "standalone"):
         return None
-    if spark.deploy != "standalone":
-        return (
-            f"{where} needs deploy 'local' or 'standalone' for now (deploy {spark.deploy!r} runs one Spark "
-            f"application per flow): remove {where}, or use deploy 'local' or 'standalone'"
-        )
-    folders = spark.checkpoint_root
-    if scheme_of(folders) in OBJECT_STORE_SCHEMES and spark.job_folder_root:
-        folders = spark.job_folder_root
-    if scheme_of(folders) not in (None, "file"):
-        key = "job_folder_root" if folders == spark.job_folder_root else "checkpoint_root"
-        return (
-            f"{where} with deploy 'standalone' needs the jobs' folders on a path every worker and every machine "
-            f"running kmirror shares (the application's driver reads its flows' requests there), but {key} is "
-            f"{folders!r}: give an absolute path or file: URI for {key}, or remove {where} (one driver per flow)"
-        )
-    return None
+    return (
+        f"{where} needs deploy 'local' or 'standalone' for now (deploy {spark.deploy!r} runs one Spark "
+        f"application per flow): remove {where}, or use deploy 'local' or 'standalone'"
+    )
 
 
 class FlowSparkSpec(SpecModel):

@@ -67,14 +67,11 @@ def test_a_bad_application_name_is_refused_with_where_it_is() -> None:
     assert "application" in str(err.value) and "two words" in str(err.value)
 
 
-def test_yarn_and_a_standalone_folder_root_on_hdfs_refuse_an_application_for_now() -> None:
-    standalone = 'deploy: standalone\nmaster: "spark://h:7077"\nrest_url: "http://h:6066"\napplication: fleet\n'
-    shared = _state(standalone + "checkpoint_root: /shared/cp")
-    assert shared.spark.application == "fleet"  # standalone on a shared path: the driver reads its folder there
+def test_yarn_refuses_an_application_for_now() -> None:
+    shared = 'deploy: standalone\nmaster: "spark://h:7077"\nrest_url: "http://h:6066"\napplication: fleet\n'
+    assert _state(shared + "checkpoint_root: /shared/cp").spark.application == "fleet"
     with pytest.raises(KmirrorError, match="needs deploy 'local' or 'standalone' for now"):
         _state("deploy: yarn\nmaster: yarn\ncheckpoint_root: hdfs://nn:8020/cp\napplication: fleet")
-    with pytest.raises(KmirrorError, match=r"jobs' folders on a path every worker .* but checkpoint_root is"):
-        _state(standalone + "checkpoint_root: hdfs://nn:8020/cp")
 
 
 def test_the_plan_says_only_the_changed_flow_restarts() -> None:

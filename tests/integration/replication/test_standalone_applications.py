@@ -33,11 +33,14 @@ import pytest
 from confluent_kafka import Producer
 
 from reconciler.app import operations
-from reconciler.devenv import spark_standalone
+from reconciler.devenv import spark_standalone, yarn_local
 from reconciler.devenv.spark_standalone import StandaloneCluster
+from reconciler.devenv.yarn_local import YarnCluster
 from reconciler.jobcontract.job_report import read_report
 from reconciler.plan.definition import JobChange, Plan
+from reconciler.resources.deployments import StandaloneDeployment
 from reconciler.runners import FlowRunners, StandaloneJob
+from reconciler.runners.hadoop import HadoopClient
 from reconciler.runners.rest import RestClient
 from reconciler.spec.loader import load_desired_state
 from reconciler.spec.models import DesiredState
@@ -82,6 +85,8 @@ class Fleet:
     tag: str
     shared: Path  # the checkpoint root every checkout and the worker share
     conf: str = ""  # more of the application's Spark settings
+    root: str | None = None  # the checkpoint root when not `shared` (HDFS)
+    hadoop_conf_dir: str | None = None
 
     def topic(self, flow: str, name: str) -> str:
         return f"sap{flow}{self.tag}.{name}"
@@ -99,6 +104,7 @@ class Fleet:
 """
             for name, include in flows.items()
         )
+        hadoop = f'\n  hadoop_conf_dir: "{self.hadoop_conf_dir}"' if self.hadoop_conf_dir else ""
         (self.base / "kmirror.yaml").write_text(f"""
 version: 1
 clusters:
@@ -109,7 +115,7 @@ spark:
   deploy: standalone
   master: "{self.cluster.master_url}"
   rest_url: "{self.cluster.rest_url}"
-  checkpoint_root: "{self.shared}"
+  checkpoint_root: "{self.root or self.shared}"{hadoop}
   application: {APPLICATION}
   conf: {{spark.kmirror.triggerInterval: "200 milliseconds", spark.executor.memory: 512m, spark.cores.max: 1,
           spark.driver.memory: 768m{self.conf}}}
@@ -361,3 +367,84 @@ def test_a_removed_flow_stops_only_its_query_and_the_last_one_ends_the_driver(fl
     finished = read_report(a.folder.parent / "status.json")
     assert finished["state"] == "stopped", finished
     assert job_rows(operations.make_plan(none)) == {}
+
+
+@pytest.fixture(scope="module")
+def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YarnCluster]:
+    """The local HDFS of `kmirror dev up --yarn`'s tooling (its MiniDFSCluster, no YARN), for the last test."""
+    home = tmp_path_factory.mktemp("hdfs")
+    started = time.monotonic()
+    c = yarn_local.start(home, yarn=False)
+    print(f"MiniDFSCluster up in {time.monotonic() - started:.1f}s")
+    try:
+        yield c
+    finally:
+        yarn_local.stop(home)
+
+
+@pytest.mark.timeout(600)
+def test_an_application_with_its_folder_on_hdfs_runs_its_flows_from_a_mirror_of_it(
+    fleet: Fleet, hdfs: YarnCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The checkpoint root on HDFS: nothing on a shared path. kmirror reads and writes the application's folder
+    through WebHDFS; its driver keeps a copy in its working folder on the worker, in step every second. Runs after
+    the first application ended (the worker's cores)."""
+    h = Fleet(
+        tmp_path_factory.mktemp("checkout-hdfs"),
+        fleet.source,
+        fleet.target,
+        fleet.cluster,
+        f"h{fleet.tag}",
+        fleet.shared,
+        root=f"{hdfs.hdfs}/kmirror",
+        hadoop_conf_dir=hdfs.hadoop_conf_dir,
+    )
+    for name in (h.topic("a", "orders"), h.topic("b", "orders"), h.topic("b", "extra")):
+        create_topic(fleet.source, name, 2)
+    produce(fleet.source, h.topic("a", "orders"), 100)
+    produce(fleet.source, h.topic("b", "orders"), 100)
+    desired = h.both()
+    seconds = apply(desired)
+    print(f"standalone application on HDFS: apply of two flows took {seconds:.1f}s (load {os.getloadavg()[0]:.1f})")
+    wait_for("a's 100 records", lambda: copied(h, desired, "a", h.topic("a", "orders")) >= 100, timeout=180)
+    wait_for("b's 100 records", lambda: copied(h, desired, "b", h.topic("b", "orders")) >= 100, timeout=180)
+    runner = h.runner(desired)
+    records = {f: runner.deployments[f] for f in ("a", "b")}
+    assert all(isinstance(r, StandaloneDeployment) for r in records.values()), records
+    a_record, b_record = records["a"], records["b"]
+    assert isinstance(a_record, StandaloneDeployment) and isinstance(b_record, StandaloneDeployment)
+    assert str(a_record.folder).startswith(f"{hdfs.hdfs}/kmirror/") and str(a_record.folder).endswith("/_apps/fleet/a")
+    sid = a_record.submission_id
+    assert b_record.submission_id == sid and active_drivers(fleet.cluster) == [sid]
+    client = HadoopClient.from_conf_dir(Path(hdfs.hadoop_conf_dir), yarn=False)
+    app_uri = str(a_record.folder).rpartition("/")[0]
+
+    def on_hdfs(name: str) -> dict[str, object]:
+        found = json.loads(client.read(f"{app_uri}/{name}") or b"{}")
+        assert isinstance(found, dict)
+        return found
+
+    assert on_hdfs("status.json").get("flows") == ["a", "b"], on_hdfs("status.json")
+    assert on_hdfs("a/status.json").get("state") == on_hdfs("b/status.json").get("state") == "running"
+    a_started, b_started = on_hdfs("a/status.json")["started_at"], on_hdfs("b/status.json")["started_at"]
+
+    checkout = tmp_path_factory.mktemp("checkout-hdfs-b")
+    shutil.copy(h.base / "kmirror.yaml", checkout / "kmirror.yaml")
+    plan = kmirror("plan", "-f", "kmirror.yaml", "--detailed-exitcode", cwd=checkout)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+
+    changed = h.both(rf"sapb{h.tag}\..*")
+    produce(fleet.source, h.topic("b", "extra"), 50)
+    assert set(job_rows(operations.make_plan(changed))) == {"b"}
+    apply(changed)
+    assert active_drivers(fleet.cluster) == [sid]
+    assert on_hdfs("a/status.json")["started_at"] == a_started  # a's query is the one it was
+    assert on_hdfs("b/status.json")["started_at"] != b_started  # b's started again
+    wait_for("b's extra topic", lambda: copied(h, changed, "b", h.topic("b", "extra")) >= 50)
+    assert job_rows(operations.make_plan(changed)) == {}
+
+    none = h.write({})
+    apply(none)
+    wait_for("the application's driver to end", lambda: not active_drivers(fleet.cluster), timeout=60)
+    assert RestClient(fleet.cluster.rest_url).status(str(sid)).state == "FINISHED"
+    assert on_hdfs("status.json").get("state") == "stopped", on_hdfs("status.json")
