@@ -26,7 +26,9 @@ into the SIGTERM; LOG and STOP are then left out and the driver's output stays i
 With `--kmirror-application` the driver runs a replication application instead of one flow's job
 (`reconciler.replication.application`: `--folder APP_FOLDER --digest D`, several flows' queries, the application's
 folder on the shared path); LOG is then the application's driver.log and STOP its stop.request, which stops every
-flow's query gracefully.
+flow's query gracefully. With `--kmirror-folder URI` as well, the application's folder is on HDFS: the driver runs
+it on a local copy (`kmirror-apps/<NAME>/`) that `app_mirror.FolderMirror` keeps in step every second, and
+URI/stop.request stops it.
 
 Must not: hold replication logic; everything else is `reconciler.replication.job.main`.
 """
