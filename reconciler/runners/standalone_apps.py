@@ -4,12 +4,13 @@ queries in one supervised driver on a Spark standalone cluster, instead of a dri
 The application's folder (`jobcontract.application.ApplicationFolder`) sits beside its flows' own job folders:
 `<checkpoint_root or job_folder_root>/<state key>/_apps/<NAME>/`, on the path the workers and every machine running
 kmirror share, or on HDFS (then kmirror works on this host's copy, `RemoteCopy`, pulled and pushed through WebHDFS,
-and the driver on a copy in its working folder that `replication/app_mirror.py` keeps in step), with a sub-folder per flow (spec.json, request.json, status.json, stop.request, runner.json), the
-application's runner.json (submission id, REST URL, the application's digest), status.json and driver.log. Its driver
-is submitted through the master's REST server as a flow's job is (`StandaloneRunner.submission`: the shipped
-environment, entry file and jars; a worker needs no kmirror), running `standalone_entry.py --kmirror-application`,
-which runs `reconciler.replication.application` on that folder (or its copy), as the local runner's application does on
-this host's folder: it reads the requests every second and starts, restarts and stops each flow's query alone.
+and the driver on a copy in its working folder that `replication/app_mirror.py` keeps in step). It holds a
+sub-folder per flow (spec.json, request.json, status.json, stop.request, runner.json), the application's
+runner.json (submission id, REST URL, the application's digest), status.json and driver.log. Its driver is submitted
+through the master's REST server as a flow's job is (`StandaloneRunner.submission`: the shipped environment, entry
+file and jars; a worker needs no kmirror), running `standalone_entry.py --kmirror-application`, which runs
+`reconciler.replication.application` on that folder (or its copy), as the local runner's application does on this
+host's folder: it reads the requests every second and starts, restarts and stops each flow's query alone.
 
 Deploying a flow writes its spec and request, then submits the application's driver if the master runs none for
 it; a driver that runs with other Spark settings or jars (`application_digest`) is stopped gracefully first (a
