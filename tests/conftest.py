@@ -32,7 +32,7 @@ _RELEASE_MODULES = ("tests/integration/cli/test_release_wheel.py", "tests/integr
 #: the four longest first, a 4-minute module taken last left the other worker idle for almost two minutes.)
 #: Worker-minutes of CI's run of 2026-11-28 (2 workers on 2 cores, 44 minutes): keep this order by those figures.
 _LONG_GROUPS = (  # worker-minutes in the CI run of 2026-11-28 (a0f691c), longest first
-    "faults-eos",  # 10.0
+    "faults-eos",  # 10.0; less since trim3 (the killed executor on the zombie test's deployment, 28 s pauses)
     "tests/integration/replication/test_application_exactly_once.py",  # about 4 (6.8 with a 180 s failed wait)
     "faults",  # 6.7
     "tests/integration/replication/test_standalone_runner.py",  # 6.3 (HDFS without YARN)
@@ -40,7 +40,7 @@ _LONG_GROUPS = (  # worker-minutes in the CI run of 2026-11-28 (a0f691c), longes
     "faults-brokers",  # 3.9
     "tests/integration/replication/test_job_truth.py",  # 3.8
     "tests/integration/replication/test_exactly_once_job.py",  # 3.4
-    "tests/integration/replication/test_delivery_switch.py",  # 3.1: two EOS<->ALO switches
+    "tests/integration/replication/test_delivery_switch.py",  # 3.1 with a 10 s interval; 5 s since trim3
     "release",  # 3.0: the wheel's build, its demo
     "tests/integration/replication/test_realtime_mode.py",  # 2.7
     "tests/integration/replication/test_applications.py",  # 2.3
