@@ -37,7 +37,9 @@ _LONG_GROUPS = (  # worker-minutes in the CI run of 2026-11-28 (a0f691c), longes
     "faults",  # 6.7
     "tests/integration/replication/test_standalone_runner.py",  # 6.3 (HDFS without YARN)
     "tests/integration/replication/test_yarn_runner.py",  # 5.7: MiniYARN + MiniDFS
+    "tests/integration/replication/test_standalone_applications.py",  # new: about 4.6 alone and quiet
     "faults-brokers",  # 3.9
+    "tests/integration/replication/test_at_least_once_expiry.py",  # new: about 3-4, two forced expiries
     "tests/integration/replication/test_job_truth.py",  # 3.8
     "tests/integration/replication/test_exactly_once_job.py",  # 3.4
     "tests/integration/replication/test_delivery_switch.py",  # 3.1 with a 10 s interval; 5 s since trim3
