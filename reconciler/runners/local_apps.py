@@ -28,6 +28,7 @@ import dataclasses
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,6 +75,25 @@ def application_digest(spec: EffectiveSpec) -> str:
 def application_of(record: Deployment | None) -> str | None:
     """The application a recorded deployment runs in (None: a job of its own, or none)."""
     return record.application if isinstance(record, LocalDeployment) else None
+
+
+def wait_query_stopped(
+    app: ApplicationFolder, flow: str, running: Callable[[], bool], timeout: float, poll: float
+) -> None:
+    """Wait while the application runs (`running`) until `flow`'s query has stopped: its status no longer live and
+    the application no longer lists it; `JobRunnerError` after `timeout` seconds."""
+    folder = app.flow(flow)
+    deadline = time.monotonic() + timeout
+    while running():
+        hosted = read_json(app.status).get("flows")
+        state = read_report(folder.status).get("state")
+        if state not in LIVE_STATES and not (isinstance(hosted, list) and flow in hosted):
+            return
+        if time.monotonic() >= deadline:
+            raise JobRunnerError(
+                f"flow {flow}'s query in application {app.name} did not stop within {timeout:.0f}s; see {app.log}"
+            )
+        time.sleep(poll)
 
 
 def restamp(app: ApplicationFolder, app_digest: str, flow: str) -> None:
@@ -235,18 +255,7 @@ class LocalApplications:
         folder = app.flow(flow)
         if folder.path.is_dir():
             write_private(folder.stop, f"stop requested at {now()}\n")
-        deadline = time.monotonic() + self.runner.stop_timeout
-        while self.process(app).running:
-            hosted = read_json(app.status).get("flows")
-            state = read_report(folder.status).get("state")
-            if state not in LIVE_STATES and not (isinstance(hosted, list) and flow in hosted):
-                break
-            if time.monotonic() >= deadline:
-                raise JobRunnerError(
-                    f"flow {flow}'s query in application {app.name} did not stop within "
-                    f"{self.runner.stop_timeout:.0f}s; see {app.log}"
-                )
-            time.sleep(0.25)
+        wait_query_stopped(app, flow, lambda: self.process(app).running, self.runner.stop_timeout, poll=0.25)
         written = read_json(folder.runner)
         if written:
             write_json(folder.runner, mark_stopped(deployment_of(written), time.time()).model_dump(mode="json"))

@@ -42,7 +42,7 @@ from reconciler.jobcontract.application import (
     application_folder,
     request_path,
 )
-from reconciler.jobcontract.job_report import LIVE_STATES, read_report
+from reconciler.jobcontract.job_report import read_report
 from reconciler.jobcontract.layout import CheckpointRoot, JobFolder, local_job_folder, yarn_folder
 from reconciler.jobcontract.spec import EffectiveSpec, JobSpec
 from reconciler.resources.deployments import Deployment, StandaloneDeployment, deployment_of, mark_stopped
@@ -59,7 +59,7 @@ from reconciler.runners.common import (
     write_private,
 )
 from reconciler.runners.hadoop import HadoopClient
-from reconciler.runners.local_apps import application_digest, restamp
+from reconciler.runners.local_apps import application_digest, restamp, wait_query_stopped
 from reconciler.runners.rest import DriverStatus, RestClient
 
 if TYPE_CHECKING:
@@ -328,18 +328,7 @@ class StandaloneApplications:
             write_private(folder.stop, f"stop requested at {now()}\n")
             if remote is not None:
                 remote.push(f"{flow}/{STOP_FILE}")
-        deadline = time.monotonic() + self.runner.stop_timeout
-        while self.driver(app).running:
-            hosted = read_json(app.status).get("flows")
-            state = read_report(folder.status).get("state")
-            if state not in LIVE_STATES and not (isinstance(hosted, list) and flow in hosted):
-                break
-            if time.monotonic() >= deadline:
-                raise JobRunnerError(
-                    f"flow {flow}'s query in application {app.name} did not stop within "
-                    f"{self.runner.stop_timeout:.0f}s; see {app.log}"
-                )
-            time.sleep(0.5)
+        wait_query_stopped(app, flow, lambda: self.driver(app).running, self.runner.stop_timeout, poll=0.5)
         written = read_json(folder.runner)
         if written:
             stopped = mark_stopped(deployment_of(written), time.time())
